@@ -1,0 +1,69 @@
+# Tessera's entry points. `make demo` and `make test` each do all the set-up on a fresh machine.
+SHELL := /bin/bash
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 20
+CMAKE_FLAGS ?=
+SOURCES = $(shell find src bench tests -name '*.h' -o -name '*.cc' 2>/dev/null)
+
+.PHONY: deps build demo test unit test-sanitize test-fuzz check-format bench fmt lint clean
+
+deps:
+	@scripts/setup-deps
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+
+build: $(BUILD)/build.ninja
+	ninja -C $(BUILD) -j $(JOBS)
+
+demo: deps build
+	$(BUILD)/bin/tessera plan --fleet examples/fleet.yaml --workloads examples/workloads.yaml \
+	  --out out/demo-plan; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 2 ]
+
+# Unit tests, CLI tests, the sanitizer build, a short fuzz run and the format check.
+test: deps build unit test-sanitize test-fuzz check-format
+	@echo "make test: all suites passed"
+
+unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+$(ASAN_BUILD)/build.ninja:
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DTESSERA_SANITIZE=ON -DTESSERA_BENCHMARKS=OFF \
+	  -DCMAKE_BUILD_TYPE=Debug
+
+test-sanitize: $(ASAN_BUILD)/build.ninja
+	ninja -C $(ASAN_BUILD) -j $(JOBS) tessera_unit_tests tessera
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS)
+
+$(FUZZ_BUILD)/build.ninja:
+	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DTESSERA_FUZZ=ON -DTESSERA_BENCHMARKS=OFF \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+# Each fuzzer runs FUZZ_SECONDS on its seed corpus (tests/fuzz/corpus/NAME) and fails on a crash.
+test-fuzz: $(FUZZ_BUILD)/build.ninja
+	ninja -C $(FUZZ_BUILD) -j $(JOBS) $$(cd tests/fuzz && ls *_fuzz.cc | sed 's/\.cc$$//')
+	@set -e; for f in tests/fuzz/*_fuzz.cc; do n=$$(basename $$f .cc); \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$n; \
+	  echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
+	  $(FUZZ_BUILD)/bin/$$n -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=0 \
+	    $(FUZZ_BUILD)/corpus/$$n tests/fuzz/corpus/$$n >$(FUZZ_BUILD)/$$n.log 2>&1 \
+	    || { tail -40 $(FUZZ_BUILD)/$$n.log; exit 1; }; done
+
+check-format:
+	@clang-format --dry-run -Werror $(SOURCES) && echo "clang-format: clean"
+
+bench: deps build
+	bench/run-all $(BUILD)
+
+fmt:
+	clang-format -i $(SOURCES)
+
+lint: check-format $(BUILD)/build.ninja
+	clang-tidy -p $(BUILD) --quiet $(shell find src -name '*.cc' ! -name '*_test.cc' ! -name '*_benchmark.cc')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) out

@@ -1,0 +1,37 @@
+#include "base/clock.h"
+
+namespace tessera {
+
+absl::Time RealClock::Now() const {
+  absl::Time now = absl::Now();
+  absl::MutexLock lock(&mu_);
+  if (now < last_) {
+    now = last_;
+  }
+  last_ = now;
+  return now;
+}
+
+absl::Time SimulatedClock::Now() const {
+  absl::MutexLock lock(&mu_);
+  return now_;
+}
+
+void SimulatedClock::Advance(absl::Duration delta) {
+  if (delta <= absl::ZeroDuration()) {
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  now_ += delta;
+}
+
+bool SimulatedClock::SetTime(absl::Time t) {
+  absl::MutexLock lock(&mu_);
+  if (t < now_) {
+    return false;
+  }
+  now_ = t;
+  return true;
+}
+
+}  // namespace tessera
