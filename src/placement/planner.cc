@@ -1,0 +1,297 @@
+#include "placement/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "placement/mig_packer.h"
+#include "placement/pool_builder.h"
+
+namespace tessera::placement {
+namespace {
+
+using model::Isolation;
+
+double Footprint(const Member& m) { return m.replicas * m.shape.gpu_fraction; }
+
+// The first pool-local shape list: shapes per (workload, pool).
+struct Choices {
+  std::vector<std::vector<ShapeChoice>> by_workload;  // [workload][pool]
+};
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+int PoolLowerBound(const model::Pool& pool, const model::WorkloadSet& workloads,
+                   const std::vector<std::pair<int, int>>& workload_replicas,
+                   const PlannerOptions& options) {
+  int64_t whole = 0;
+  long double memory = 0;
+  long double compute = 0;
+  int64_t mig_memory_slices = 0;
+  int64_t mig_compute_slices = 0;
+  for (const auto& [wi, replicas] : workload_replicas) {
+    const model::Workload& w = workloads.workloads[wi];
+    if (w.whole_gpus() > 0) {
+      whole += static_cast<int64_t>(w.whole_gpus()) * replicas;
+      continue;
+    }
+    memory += static_cast<long double>(w.memory_bytes) * replicas;
+    double cap = (w.isolation == Isolation::kNone && options.allow_time_slicing)
+                     ? std::max(1.0, options.time_slicing_oversubscription)
+                     : 1.0;
+    compute += static_cast<long double>(w.compute_milli) * replicas / (1000.0 * cap);
+    if (w.isolation == Isolation::kFull && pool.mig_allowed) {
+      int p = SmallestMigProfile(pool, w.memory_bytes, w.compute_milli);
+      if (p >= 0) {
+        mig_memory_slices += static_cast<int64_t>(pool.gpu->profiles[p].memory_slices) * replicas;
+        mig_compute_slices += static_cast<int64_t>(pool.gpu->profiles[p].compute_slices) * replicas;
+      } else {
+        whole += replicas;  // full isolation without a fitting profile: a whole GPU each
+        memory -= static_cast<long double>(w.memory_bytes) * replicas;
+        compute -= static_cast<long double>(w.compute_milli) * replicas / 1000.0;
+      }
+    } else if (w.isolation == Isolation::kFull) {
+      whole += replicas;
+      memory -= static_cast<long double>(w.memory_bytes) * replicas;
+      compute -= static_cast<long double>(w.compute_milli) * replicas / 1000.0;
+    }
+  }
+  auto ceil_ld = [](long double x) { return static_cast<int64_t>(std::ceil(x - 1e-9L)); };
+  int64_t shared = std::max(ceil_ld(memory / pool.gpu_memory_bytes), ceil_ld(compute));
+  if (pool.mig_allowed && pool.gpu->mig_capable()) {
+    shared = std::max({shared, CeilDiv(mig_memory_slices, pool.gpu->mig_memory_slices),
+                       CeilDiv(mig_compute_slices, pool.gpu->mig_compute_slices)});
+  }
+  return static_cast<int>(whole + shared);
+}
+
+Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
+              const PlannerOptions& options) {
+  const int num_pools = static_cast<int>(fleet.pools.size());
+  const int num_workloads = static_cast<int>(set.workloads.size());
+  Plan plan;
+  plan.placements.resize(num_workloads);
+  plan.pools.resize(num_pools);
+  for (int w = 0; w < num_workloads; ++w) {
+    plan.placements[w].workload = w;
+  }
+
+  // 1. Shapes of every workload on every pool; workloads that fit nowhere are unplaceable.
+  Choices choices;
+  choices.by_workload.resize(num_workloads);
+  std::vector<int> placeable;
+  for (int w = 0; w < num_workloads; ++w) {
+    const model::Workload& wl = set.workloads[w];
+    std::vector<std::string> reasons;
+    bool any = false;
+    for (int p = 0; p < num_pools; ++p) {
+      choices.by_workload[w].push_back(CandidateShapes(wl, fleet.pools[p], options));
+      if (choices.by_workload[w].back().shapes.empty()) {
+        reasons.push_back(absl::StrCat("pool ", fleet.pools[p].name, ": ",
+                                       choices.by_workload[w].back().reason));
+      } else {
+        any = true;
+      }
+    }
+    if (wl.replicas <= 0) {
+      continue;
+    }
+    if (!any) {
+      plan.unplaceable.push_back(
+          {w, wl.replicas,
+           num_pools == 0 ? std::string("the fleet has no pools") : absl::StrJoin(reasons, "; ")});
+      continue;
+    }
+    placeable.push_back(w);
+  }
+
+  // 2. Pool per workload: the lowest estimated cost per replica (price x GPUs per replica in
+  //    the workload's best shape there) among pools with estimated room; biggest first.
+  auto best_fraction = [&](int w, int p) { return choices.by_workload[w][p].shapes[0].gpu_fraction; };
+  std::vector<double> footprint(num_workloads, 0);
+  for (int w : placeable) {
+    double best = 1e300;
+    for (int p = 0; p < num_pools; ++p) {
+      if (!choices.by_workload[w][p].shapes.empty()) {
+        best = std::min(best, best_fraction(w, p));
+      }
+    }
+    footprint[w] = best * set.workloads[w].replicas;
+  }
+  std::vector<int> order = placeable;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return footprint[a] > footprint[b]; });
+  std::vector<double> estimated(num_pools, 0);
+  std::vector<std::vector<Member>> members(num_pools);
+  for (int w : order) {
+    const model::Workload& wl = set.workloads[w];
+    int chosen = -1, fallback = -1;
+    double chosen_cost = 0, fallback_cost = 0;
+    for (int p = 0; p < num_pools; ++p) {
+      if (choices.by_workload[w][p].shapes.empty()) {
+        continue;
+      }
+      const model::Pool& pool = fleet.pools[p];
+      double need = best_fraction(w, p) * wl.replicas;
+      double cost = need * pool.cost_per_gpu_hour;
+      double capacity = static_cast<double>(pool.max_nodes) * pool.gpus_per_node;
+      if (estimated[p] + need <= capacity && (chosen < 0 || cost < chosen_cost)) {
+        chosen = p;
+        chosen_cost = cost;
+      }
+      if (fallback < 0 || cost < fallback_cost) {
+        fallback = p;
+        fallback_cost = cost;
+      }
+    }
+    if (chosen < 0) {
+      chosen = fallback;
+    }
+    estimated[chosen] += best_fraction(w, chosen) * wl.replicas;
+    members[chosen].push_back({w, wl.replicas, choices.by_workload[w][chosen].shapes[0]});
+  }
+
+  std::vector<std::unique_ptr<PoolBuilder>> builders;
+  for (int p = 0; p < num_pools; ++p) {
+    builders.push_back(std::make_unique<PoolBuilder>(fleet.pools[p], set, options));
+  }
+
+  // 3. Local search: each workload tries its other shapes; keep a change that lowers
+  //    (GPUs, nodes). Evaluation works on counts, not tenants, so a try costs microseconds.
+  for (int p = 0; p < num_pools; ++p) {
+    std::vector<Member>& ms = members[p];
+    std::stable_sort(ms.begin(), ms.end(),
+                     [](const Member& a, const Member& b) { return Footprint(a) > Footprint(b); });
+    Estimate current = builders[p]->Evaluate(ms, true);
+    for (int pass = 0; pass < options.improvement_passes; ++pass) {
+      bool improved = false;
+      for (Member& m : ms) {
+        const std::vector<Shape>& shapes = choices.by_workload[m.workload][p].shapes;
+        if (shapes.size() < 2) {
+          continue;
+        }
+        Shape original = m.shape;
+        Shape best_shape = original;
+        for (const Shape& s : shapes) {
+          if (s == original) {
+            continue;
+          }
+          m.shape = s;
+          Estimate e = builders[p]->Evaluate(ms, true);
+          if (e < current) {
+            current = e;
+            best_shape = s;
+          }
+        }
+        m.shape = best_shape;
+        improved |= !(best_shape == original);
+      }
+      if (!improved) {
+        break;
+      }
+    }
+  }
+
+  // 4. Capacity: a pool that needs more nodes than maxNodes first drops spreading, then hands
+  //    its biggest workloads to other pools with room, then places what fits.
+  std::vector<bool> spread(num_pools, true);
+  for (int p = 0; p < num_pools; ++p) {
+    const model::Pool& pool = fleet.pools[p];
+    std::vector<Member>& ms = members[p];
+    while (!ms.empty() && builders[p]->Evaluate(ms, spread[p]).nodes > pool.max_nodes) {
+      if (spread[p] && builders[p]->Evaluate(ms, false).nodes <= pool.max_nodes) {
+        spread[p] = false;
+        break;
+      }
+      auto biggest = std::max_element(ms.begin(), ms.end(), [](const Member& a, const Member& b) {
+        return Footprint(a) < Footprint(b);
+      });
+      Member m = *biggest;
+      ms.erase(biggest);
+      bool moved = false;
+      for (int q = 0; q < num_pools && !moved; ++q) {
+        if (q == p || choices.by_workload[m.workload][q].shapes.empty()) {
+          continue;
+        }
+        std::vector<Member> trial = members[q];
+        trial.push_back({m.workload, m.replicas, choices.by_workload[m.workload][q].shapes[0]});
+        if (builders[q]->Evaluate(trial, spread[q]).nodes <= fleet.pools[q].max_nodes) {
+          members[q] = std::move(trial);
+          moved = true;
+        }
+      }
+      if (moved) {
+        continue;
+      }
+      // Place as many replicas here as fit (binary search), report the rest.
+      int lo = 0, hi = m.replicas - 1;
+      while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        std::vector<Member> trial = ms;
+        trial.push_back({m.workload, mid, m.shape});
+        if (builders[p]->Evaluate(trial, spread[p]).nodes <= pool.max_nodes) {
+          lo = mid;
+        } else {
+          hi = mid - 1;
+        }
+      }
+      int fit = lo;
+      if (fit > 0) {
+        std::vector<Member> trial = ms;
+        trial.push_back({m.workload, fit, m.shape});
+        if (builders[p]->Evaluate(trial, spread[p]).nodes <= pool.max_nodes) {
+          ms = std::move(trial);
+        } else {
+          fit = 0;
+        }
+      }
+      plan.unplaceable.push_back(
+          {m.workload, m.replicas - fit,
+           absl::StrCat("capacity: pool ", pool.name, " is full at maxNodes ", pool.max_nodes,
+                        " (", pool.max_nodes * pool.gpus_per_node, " GPUs) and no other allowed "
+                        "pool has room; raise maxNodes or add a pool")});
+      if (fit > 0) {
+        break;  // the pool now fits exactly
+      }
+    }
+  }
+
+  // 5. Build every pool's nodes and tenants.
+  for (int p = 0; p < num_pools; ++p) {
+    const model::Pool& pool = fleet.pools[p];
+    PoolPlan& pp = plan.pools[p];
+    pp = builders[p]->Build(members[p], spread[p], &plan.warnings);
+    if (!spread[p] && pool.max_nodes >= 2) {
+      plan.warnings.push_back(absl::StrCat("pool ", pool.name, ": replicas not spread over two nodes: maxNodes ", pool.max_nodes, " leaves no room"));
+    }
+    pp.pool = p;
+    std::vector<std::pair<int, int>> wr;
+    for (const Member& m : members[p]) {
+      wr.push_back({m.workload, m.replicas});
+      WorkloadPlacement& wp = plan.placements[m.workload];
+      wp.pool = p;
+      wp.shape = m.shape;
+      wp.replicas_placed = m.replicas;
+      DescribeResource(pool, m.shape, &wp);
+      plan.totals.gpus_before +=
+          m.replicas * std::max(1, set.workloads[m.workload].whole_gpus());
+      plan.totals.cost_per_month_before += m.replicas *
+                                           std::max(1, set.workloads[m.workload].whole_gpus()) *
+                                           pool.cost_per_gpu_hour * kHoursPerMonth;
+    }
+    pp.lower_bound_gpus = PoolLowerBound(pool, set, wr, options);
+    plan.totals.gpus_after += pp.gpus_used;
+    plan.totals.nodes_after += pp.nodes_used;
+    plan.totals.lower_bound_gpus += pp.lower_bound_gpus;
+    plan.totals.cost_per_month_after += pp.gpus_used * pool.cost_per_gpu_hour * kHoursPerMonth;
+  }
+  std::sort(plan.unplaceable.begin(), plan.unplaceable.end(),
+            [](const Unplaceable& a, const Unplaceable& b) { return a.workload < b.workload; });
+  return plan;
+}
+
+}  // namespace tessera::placement

@@ -1,0 +1,31 @@
+// The fleet planner behind `tessera plan`: decides for every GPU of a fleet a mode (exclusive,
+// a legal MIG layout, MPS with N clients, time-slicing with N replicas) and its tenants, using
+// as few GPUs (then nodes, then dollars) as it can while honouring each workload's memory,
+// compute and isolation, the device plugin's one-sharing-config-per-node rule, one resource
+// per workload (a Deployment has one pod template) and spreading replicas over two nodes.
+// Pure: no I/O, deterministic. See docs/planner.md for the algorithm.
+//
+// Example:
+//   Plan plan = MakePlan(fleet, workloads, PlannerOptions{});
+//   for (const Unplaceable& u : plan.unplaceable) ...
+#pragma once
+
+#include "model/fleet.h"
+#include "placement/plan.h"
+#include "placement/shapes.h"
+
+namespace tessera::placement {
+
+Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& workloads,
+              const PlannerOptions& options);
+
+// Per-pool lower bound on GPUs for the workloads `plan` put in it: whole-GPU replicas, plus
+// the largest of the memory bound (sum of memory / GPU memory), the compute bound (sum of
+// compute shares; time-slicing's oversubscription factor for isolation none) and the MIG
+// slice bound for full-isolation replicas on MIG pools (memory and SM slices of their
+// smallest profile). A bound for the chosen pool assignment; see docs/planner.md.
+int PoolLowerBound(const model::Pool& pool, const model::WorkloadSet& workloads,
+                   const std::vector<std::pair<int, int>>& workload_replicas,
+                   const PlannerOptions& options);
+
+}  // namespace tessera::placement
