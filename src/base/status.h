@@ -9,20 +9,20 @@
 //   }
 #pragma once
 
-#include "absl/strings/string_view.h"
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 #define TESSERA_STATUS_CONCAT_INNER(a, b) a##b
 #define TESSERA_STATUS_CONCAT(a, b) TESSERA_STATUS_CONCAT_INNER(a, b)
 
 // Evaluates `expr` (an absl::Status); returns it from the enclosing function if not OK.
-#define TESSERA_RETURN_IF_ERROR(expr)                      \
-  do {                                                     \
-    ::absl::Status tessera_status_tmp = (expr);            \
+#define TESSERA_RETURN_IF_ERROR(expr)                        \
+  do {                                                       \
+    ::absl::Status tessera_status_tmp = (expr);              \
     if (!tessera_status_tmp.ok()) return tessera_status_tmp; \
   } while (false)
 

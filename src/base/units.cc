@@ -156,8 +156,7 @@ std::string FormatBytes(int64_t bytes) {
     int64_t size;
     const char* name;
   };
-  static constexpr Unit kUnits[] = {
-      {kTiB, "Ti"}, {kGiB, "Gi"}, {kMiB, "Mi"}, {kKiB, "Ki"}};
+  static constexpr Unit kUnits[] = {{kTiB, "Ti"}, {kGiB, "Gi"}, {kMiB, "Mi"}, {kKiB, "Ki"}};
   for (const Unit& u : kUnits) {
     if (bytes % u.size == 0) {
       return absl::StrCat(bytes / u.size, u.name);

@@ -24,7 +24,8 @@ int64_t MigMemory(int64_t total_bytes, int slices, int total_slices) {
 // The 8-memory-slice family (A100, H100, H200, B200): profile names differ by model, geometry
 // does not. `names` lists the seven classes in table order:
 // 1g, 1g+me, 1g double-memory, 2g, 3g, 4g, 7g (reference gpu-sharing.md sections 2 and 3).
-std::vector<MigProfile> EightSliceProfiles(int64_t total_bytes, const std::vector<std::string>& names) {
+std::vector<MigProfile> EightSliceProfiles(int64_t total_bytes,
+                                           const std::vector<std::string>& names) {
   struct Class {
     int id, mem, sm, max;
     std::vector<int> starts;
@@ -103,8 +104,7 @@ std::vector<GpuModel> BuiltinModels() {
       {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}));
   models.push_back(EightSliceModel(
       "H100-80GB", {"NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-PCIe", "NVIDIA-H100-SXM5-80GB"}, 81559,
-      132, 4.00,
-      {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}));
+      132, 4.00, {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}));
   models.push_back(EightSliceModel(
       "H100-94GB", {"NVIDIA-H100-NVL"}, 95830, 132, 4.25,
       {"1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"}));
@@ -163,7 +163,7 @@ std::string GpuCatalog::KnownNames() const {
 }
 
 absl::StatusOr<const GpuModel*> GpuCatalog::Lookup(absl::string_view raw,
-                                                    std::optional<int64_t> memory_mib_hint) const {
+                                                   std::optional<int64_t> memory_mib_hint) const {
   std::string name = Upper(absl::StripAsciiWhitespace(raw));
   auto not_found = [&](absl::string_view why) {
     return absl::NotFoundError(absl::StrCat("unknown GPU model \"", raw, "\"", why,
@@ -257,8 +257,7 @@ absl::StatusOr<const GpuModel*> GpuCatalog::Lookup(absl::string_view raw,
     }
     return best;
   }
-  return not_found(absl::StrCat(" (", family,
-                                " comes in several memory sizes; name one, e.g. ",
+  return not_found(absl::StrCat(" (", family, " comes in several memory sizes; name one, e.g. ",
                                 candidates[0]->name, ")"));
 }
 

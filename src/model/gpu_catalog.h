@@ -12,36 +12,36 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace tessera::model {
 
 // A MIG GPU-instance profile of one GPU model.
 struct MigProfile {
-  std::string name;        // e.g. "3g.40gb", "1g.10gb+me"
-  int profile_id = 0;      // NVML GPU-instance profile id (nvidia-smi mig -lgip "ID")
-  int memory_slices = 0;   // memory slices it occupies (of 8, or 4 on A30)
-  int compute_slices = 0;  // SM slices (of 7, or 4 on A30)
-  int max_count = 0;       // most instances of this profile on one GPU
-  std::vector<int> starts; // legal start slots (memory-slice index)
+  std::string name;               // e.g. "3g.40gb", "1g.10gb+me"
+  int profile_id = 0;             // NVML GPU-instance profile id (nvidia-smi mig -lgip "ID")
+  int memory_slices = 0;          // memory slices it occupies (of 8, or 4 on A30)
+  int compute_slices = 0;         // SM slices (of 7, or 4 on A30)
+  int max_count = 0;              // most instances of this profile on one GPU
+  std::vector<int> starts;        // legal start slots (memory-slice index)
   bool media_extensions = false;  // "+me": at most one such instance per GPU
   int64_t memory_bytes = 0;       // usable memory planned with (see kMigUsableFraction)
 };
 
 // A GPU model.
 struct GpuModel {
-  std::string name;               // catalog name, e.g. "H100-80GB"
+  std::string name;                        // catalog name, e.g. "H100-80GB"
   std::vector<std::string> product_names;  // GFD `nvidia.com/gpu.product` values seen for it
-  int64_t memory_bytes = 0;       // total memory as NVML reports it
+  int64_t memory_bytes = 0;                // total memory as NVML reports it
   int sm_count = 0;
   double price_per_gpu_hour = 0;  // default USD price; users override per pool
   // MIG geometry; zero slices and no profiles when the model is not MIG-capable.
-  int mig_memory_slices = 0;      // 8, or 4 on A30
-  int mig_compute_slices = 0;     // 7, or 4 on A30
-  int mig_max_instances = 0;      // 7, or 4 on A30
+  int mig_memory_slices = 0;         // 8, or 4 on A30
+  int mig_compute_slices = 0;        // 7, or 4 on A30
+  int mig_max_instances = 0;         // 7, or 4 on A30
   std::vector<MigProfile> profiles;  // ordered by memory_slices, then compute, then +me
 
   bool mig_capable() const { return !profiles.empty(); }

@@ -12,8 +12,8 @@ using ::testing::HasSubstr;
 const GpuCatalog& Catalog() { return GpuCatalog::Default(); }
 
 TEST(GpuCatalog, HasEveryRequiredModel) {
-  for (const char* name : {"A100-40GB", "A100-80GB", "H100-80GB", "H100-94GB", "H200-141GB",
-                           "B200", "A30-24GB"}) {
+  for (const char* name :
+       {"A100-40GB", "A100-80GB", "H100-80GB", "H100-94GB", "H200-141GB", "B200", "A30-24GB"}) {
     absl::StatusOr<const GpuModel*> m = Catalog().Lookup(name);
     ASSERT_TRUE(m.ok()) << name;
     EXPECT_TRUE((*m)->mig_capable()) << name;

@@ -27,7 +27,8 @@ struct Occupancy {
 
   bool CanAdd(const GpuModel& m, const MigProfile& p, int start) const {
     return IsLegalStart(p, start) && start + p.memory_slices <= m.mig_memory_slices &&
-           (slices & SliceMask(p, start)) == 0 && compute + p.compute_slices <= m.mig_compute_slices &&
+           (slices & SliceMask(p, start)) == 0 &&
+           compute + p.compute_slices <= m.mig_compute_slices &&
            instances + 1 <= m.mig_max_instances && (!p.media_extensions || media == 0);
   }
   void Add(const MigProfile& p, int start) {
@@ -60,15 +61,15 @@ absl::Status ValidateLayout(const GpuModel& model, const MigLayout& layout) {
   std::vector<int> counts(model.profiles.size(), 0);
   for (const MigInstance& inst : layout) {
     if (inst.profile < 0 || inst.profile >= static_cast<int>(model.profiles.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("profile index ", inst.profile,
-                                                     " out of range for ", model.name));
+      return absl::InvalidArgumentError(
+          absl::StrCat("profile index ", inst.profile, " out of range for ", model.name));
     }
     const MigProfile& p = model.profiles[inst.profile];
     std::string where = absl::StrCat(p.name, "@", inst.start);
     if (!IsLegalStart(p, inst.start)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": start slot ", inst.start, " is not legal for ", p.name, " (legal: ",
-          absl::StrJoin(p.starts, ","), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": start slot ", inst.start, " is not legal for ", p.name,
+                       " (legal: ", absl::StrJoin(p.starts, ","), ")"));
     }
     if (inst.start + p.memory_slices > model.mig_memory_slices) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": runs past the last memory slice"));
@@ -82,12 +83,11 @@ absl::Status ValidateLayout(const GpuModel& model, const MigLayout& layout) {
           absl::StrCat("more than ", p.max_count, " instances of ", p.name));
     }
     if (p.media_extensions && occ.media > 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": at most one +me instance per GPU"));
+      return absl::InvalidArgumentError(absl::StrCat(where, ": at most one +me instance per GPU"));
     }
     if (occ.compute + p.compute_slices > model.mig_compute_slices) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": compute slices exceed the GPU's ", model.mig_compute_slices));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": compute slices exceed the GPU's ", model.mig_compute_slices));
     }
     if (occ.instances + 1 > model.mig_max_instances) {
       return absl::InvalidArgumentError(

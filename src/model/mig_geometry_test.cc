@@ -21,8 +21,8 @@ MigInstance At(const GpuModel& m, const char* profile, int start) {
 TEST(MigGeometry, SingleInstanceStartsMatchReferenceEverywhere) {
   const std::vector<std::set<int>> legal = {
       {0, 1, 2, 3, 4, 5, 6}, {0, 1, 2, 3, 4, 5, 6}, {0, 2, 4, 6}, {0, 2, 4}, {0, 4}, {0}, {0}};
-  for (const char* name : {"A100-40GB", "A100-80GB", "H100-80GB", "H100-94GB", "H200-141GB",
-                           "B200"}) {
+  for (const char* name :
+       {"A100-40GB", "A100-80GB", "H100-80GB", "H100-94GB", "H200-141GB", "B200"}) {
     const GpuModel& m = Model(name);
     for (int p = 0; p < 7; ++p) {
       for (int s = 0; s < 8; ++s) {
@@ -67,8 +67,8 @@ TEST(MigGeometry, ReferenceRules) {
   EXPECT_FALSE(ValidateLayout(m, {At(m, "1g.10gb+me", 0), At(m, "1g.10gb+me", 1)}).ok());
   EXPECT_TRUE(ValidateLayout(m, {At(m, "1g.10gb+me", 0), At(m, "1g.10gb", 1)}).ok());
   // Compute: 3g + 2g + 2g = 7 SM over 8 memory slices, then a double-mem 1g has no SM left.
-  EXPECT_TRUE(ValidateLayout(m, {At(m, "2g.20gb", 0), At(m, "2g.20gb", 2), At(m, "3g.40gb", 4)})
-                  .ok());
+  EXPECT_TRUE(
+      ValidateLayout(m, {At(m, "2g.20gb", 0), At(m, "2g.20gb", 2), At(m, "3g.40gb", 4)}).ok());
   EXPECT_FALSE(ValidateLayout(m, {At(m, "2g.20gb", 0), At(m, "1g.20gb", 2), At(m, "1g.20gb", 4),
                                   At(m, "4g.40gb", 0)})
                    .ok());

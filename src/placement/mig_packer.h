@@ -18,9 +18,9 @@
 namespace tessera::placement {
 
 struct MigGpu {
-  std::vector<int> counts;   // instances per profile
-  model::MigLayout layout;   // a legal placement of `counts`
-  int repeat = 1;            // how many GPUs have this composition
+  std::vector<int> counts;  // instances per profile
+  model::MigLayout layout;  // a legal placement of `counts`
+  int repeat = 1;           // how many GPUs have this composition
 };
 
 class MigPacker {

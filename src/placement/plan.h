@@ -37,9 +37,9 @@ struct Shape {
 enum class NodeSharing { kNone, kMps, kTimeSlicing };
 
 struct Tenant {
-  int workload = 0;      // index into the WorkloadSet
-  int replica = 0;       // 0-based replica number within the workload
-  int mig_instance = -1; // index into GpuPlan::layout for MIG GPUs
+  int workload = 0;       // index into the WorkloadSet
+  int replica = 0;        // 0-based replica number within the workload
+  int mig_instance = -1;  // index into GpuPlan::layout for MIG GPUs
 };
 
 enum class GpuMode { kIdle, kExclusive, kMig, kMps, kTimeSlicing };
@@ -56,13 +56,13 @@ struct NodePlan {
   std::string name;
   bool exists = false;  // an existing node (else one the pool must grow by)
   NodeSharing sharing = NodeSharing::kNone;
-  int slots = 0;  // replicas per GPU for kMps / kTimeSlicing
+  int slots = 0;              // replicas per GPU for kMps / kTimeSlicing
   std::vector<GpuPlan> gpus;  // always gpus_per_node entries
   int used_gpus() const;
 };
 
 struct PoolPlan {
-  int pool = 0;  // index into Fleet::pools
+  int pool = 0;                 // index into Fleet::pools
   std::vector<NodePlan> nodes;  // nodes holding tenants first, then unused existing nodes
   int gpus_used = 0;            // GPUs with at least one tenant
   int nodes_used = 0;           // nodes with at least one tenant
@@ -100,7 +100,7 @@ struct PlanTotals {
 };
 
 struct Plan {
-  std::vector<PoolPlan> pools;  // one per fleet pool, same order
+  std::vector<PoolPlan> pools;                // one per fleet pool, same order
   std::vector<WorkloadPlacement> placements;  // one per workload, same order
   std::vector<Unplaceable> unplaceable;
   std::vector<std::string> warnings;

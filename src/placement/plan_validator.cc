@@ -80,7 +80,8 @@ std::vector<std::string> ValidatePlan(const model::Fleet& fleet, const model::Wo
           }
           const model::Workload& w = set.workloads[t.workload];
           const WorkloadPlacement& wp = plan.placements[t.workload];
-          seen[{t.workload, t.replica}].push_back({static_cast<int>(p), static_cast<int>(n), gpu.index});
+          seen[{t.workload, t.replica}].push_back(
+              {static_cast<int>(p), static_cast<int>(n), gpu.index});
           nodes_of[t.workload].insert({static_cast<int>(p), static_cast<int>(n)});
           if (wp.pool != static_cast<int>(p)) {
             fail(where, ": ", w.key(), " placed in pool ", wp.pool, " but runs here");
@@ -136,8 +137,8 @@ std::vector<std::string> ValidatePlan(const model::Fleet& fleet, const model::Wo
     const model::Workload& wl = set.workloads[w];
     const WorkloadPlacement& wp = plan.placements[w];
     if (wp.replicas_placed + unplaced[w] != wl.replicas) {
-      fail(wl.key(), ": ", wp.replicas_placed, " placed + ", unplaced[w], " unplaceable != ",
-           wl.replicas, " replicas");
+      fail(wl.key(), ": ", wp.replicas_placed, " placed + ", unplaced[w],
+           " unplaceable != ", wl.replicas, " replicas");
     }
     int gpus_each = std::max(1, wl.whole_gpus());
     for (int r = 0; r < wp.replicas_placed; ++r) {
@@ -161,8 +162,7 @@ std::vector<std::string> ValidatePlan(const model::Fleet& fleet, const model::Wo
       }
     }
     if (wp.replicas_placed >= 2 && wp.pool >= 0 && fleet.pools[wp.pool].max_nodes >= 2 &&
-        !plan.pools[wp.pool].spread_relaxed &&
-        nodes_of[w].size() < 2) {
+        !plan.pools[wp.pool].spread_relaxed && nodes_of[w].size() < 2) {
       fail(wl.key(), ": ", wp.replicas_placed, " replicas all on one node");
     }
   }

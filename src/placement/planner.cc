@@ -91,8 +91,8 @@ Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
     for (int p = 0; p < num_pools; ++p) {
       choices.by_workload[w].push_back(CandidateShapes(wl, fleet.pools[p], options));
       if (choices.by_workload[w].back().shapes.empty()) {
-        reasons.push_back(absl::StrCat("pool ", fleet.pools[p].name, ": ",
-                                       choices.by_workload[w].back().reason));
+        reasons.push_back(
+            absl::StrCat("pool ", fleet.pools[p].name, ": ", choices.by_workload[w].back().reason));
       } else {
         any = true;
       }
@@ -111,7 +111,9 @@ Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
 
   // 2. Pool per workload: the lowest estimated cost per replica (price x GPUs per replica in
   //    the workload's best shape there) among pools with estimated room; biggest first.
-  auto best_fraction = [&](int w, int p) { return choices.by_workload[w][p].shapes[0].gpu_fraction; };
+  auto best_fraction = [&](int w, int p) {
+    return choices.by_workload[w][p].shapes[0].gpu_fraction;
+  };
   std::vector<double> footprint(num_workloads, 0);
   for (int w : placeable) {
     double best = 1e300;
@@ -251,8 +253,9 @@ Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
       }
       plan.unplaceable.push_back(
           {m.workload, m.replicas - fit,
-           absl::StrCat("capacity: pool ", pool.name, " is full at maxNodes ", pool.max_nodes,
-                        " (", pool.max_nodes * pool.gpus_per_node, " GPUs) and no other allowed "
+           absl::StrCat("capacity: pool ", pool.name, " is full at maxNodes ", pool.max_nodes, " (",
+                        pool.max_nodes * pool.gpus_per_node,
+                        " GPUs) and no other allowed "
                         "pool has room; raise maxNodes or add a pool")});
       if (fit > 0) {
         break;  // the pool now fits exactly
@@ -266,7 +269,9 @@ Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
     PoolPlan& pp = plan.pools[p];
     pp = builders[p]->Build(members[p], spread[p], &plan.warnings);
     if (!spread[p] && pool.max_nodes >= 2) {
-      plan.warnings.push_back(absl::StrCat("pool ", pool.name, ": replicas not spread over two nodes: maxNodes ", pool.max_nodes, " leaves no room"));
+      plan.warnings.push_back(absl::StrCat("pool ", pool.name,
+                                           ": replicas not spread over two nodes: maxNodes ",
+                                           pool.max_nodes, " leaves no room"));
     }
     pp.pool = p;
     std::vector<std::pair<int, int>> wr;
@@ -277,8 +282,7 @@ Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
       wp.shape = m.shape;
       wp.replicas_placed = m.replicas;
       DescribeResource(pool, m.shape, &wp);
-      plan.totals.gpus_before +=
-          m.replicas * std::max(1, set.workloads[m.workload].whole_gpus());
+      plan.totals.gpus_before += m.replicas * std::max(1, set.workloads[m.workload].whole_gpus());
       plan.totals.cost_per_month_before += m.replicas *
                                            std::max(1, set.workloads[m.workload].whole_gpus()) *
                                            pool.cost_per_gpu_hour * kHoursPerMonth;

@@ -10,10 +10,10 @@ namespace tessera::placement {
 namespace {
 
 using model::Isolation;
-using testing::MakePool;
-using testing::MakeWorkload;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using testing::MakePool;
+using testing::MakeWorkload;
 
 Plan PlanAndValidate(const model::Fleet& fleet, const model::WorkloadSet& set,
                      const PlannerOptions& options = {}) {
@@ -77,8 +77,8 @@ TEST(Planner, MultiGpuReplicasStayOnOneNode) {
 
 TEST(Planner, UnplaceableReportedWithReasonRestPlanned) {
   model::Fleet fleet{{MakePool("l4", "L4", 4, 1, 2)}};
-  model::WorkloadSet set{{MakeWorkload("huge", 2, 60 * kGiB, 500),
-                          MakeWorkload("ok", 2, 4 * kGiB, 100)}};
+  model::WorkloadSet set{
+      {MakeWorkload("huge", 2, 60 * kGiB, 500), MakeWorkload("ok", 2, 4 * kGiB, 100)}};
   Plan plan = PlanAndValidate(fleet, set);
   ASSERT_EQ(plan.unplaceable.size(), 1u);
   EXPECT_EQ(plan.unplaceable[0].workload, 0);

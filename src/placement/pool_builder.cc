@@ -262,9 +262,8 @@ PoolPlan PoolBuilder::Build(const std::vector<Member>& members, bool spread,
       multi.push_back(&m);
     }
   }
-  std::stable_sort(multi.begin(), multi.end(), [](const Member* a, const Member* b) {
-    return a->shape.gpus > b->shape.gpus;
-  });
+  std::stable_sort(multi.begin(), multi.end(),
+                   [](const Member* a, const Member* b) { return a->shape.gpus > b->shape.gpus; });
   for (const Member* m : multi) {
     for (int r = 0; r < m->replicas; ++r) {
       int node = dedicated_node(m->shape.gpus);
@@ -398,8 +397,7 @@ PoolPlan PoolBuilder::Build(const std::vector<Member>& members, bool spread,
     NodePlan& n = out.nodes[i];
     n.exists = static_cast<int>(i) < pool_.nodes;
     if (n.exists) {
-      n.name = i < pool_.node_names.size() ? pool_.node_names[i]
-                                           : absl::StrCat(pool_.name, "-", i);
+      n.name = i < pool_.node_names.size() ? pool_.node_names[i] : absl::StrCat(pool_.name, "-", i);
     } else {
       n.name = absl::StrCat(pool_.name, "-new-", ++fresh);
     }
@@ -589,9 +587,10 @@ std::vector<std::string> PoolBuilder::SpreadFix(PoolPlan& plan,
     }
     // 3. A new node, if the pool may grow.
     if (!fixed && used_nodes() < num_nodes_limit) {
-      NodeSharing sharing = m.shape.kind == ShapeKind::kMps || m.shape.kind == ShapeKind::kTimeSlicing
-                                ? SharingOf(m.shape.kind)
-                                : NodeSharing::kNone;
+      NodeSharing sharing =
+          m.shape.kind == ShapeKind::kMps || m.shape.kind == ShapeKind::kTimeSlicing
+              ? SharingOf(m.shape.kind)
+              : NodeSharing::kNone;
       Layout extra(plan, pool_.gpus_per_node);
       int n = extra.NewNode(sharing, sharing == NodeSharing::kNone ? 0 : m.shape.slots);
       Tenant t = plan.nodes[victim.node].gpus[victim.gpu].tenants[victim.tenant];

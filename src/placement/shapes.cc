@@ -116,8 +116,8 @@ ShapeChoice CandidateShapes(const model::Workload& w, const model::Pool& pool,
     }
   }
   if (options.allow_mps && w.isolation != Isolation::kFull) {
-    int k = MaxSlots(pool.gpu_memory_bytes, w.memory_bytes, w.compute_milli, 1.0,
-                     options.max_slots);
+    int k =
+        MaxSlots(pool.gpu_memory_bytes, w.memory_bytes, w.compute_milli, 1.0, options.max_slots);
     if (k >= 2) {
       Shape s;
       s.kind = ShapeKind::kMps;
@@ -190,9 +190,8 @@ bool ShapeFits(const model::Workload& w, const model::Pool& pool, const Shape& s
         return fail("time-slicing gives no memory isolation");
       }
       double cap = mps ? 1.0 : options.time_slicing_oversubscription;
-      if (shape.slots < 2 ||
-          MaxSlots(pool.gpu_memory_bytes, w.memory_bytes, w.compute_milli, cap, 1 << 20) <
-              shape.slots) {
+      if (shape.slots < 2 || MaxSlots(pool.gpu_memory_bytes, w.memory_bytes, w.compute_milli, cap,
+                                      1 << 20) < shape.slots) {
         return fail(absl::StrCat("does not fit a 1/", shape.slots, " slot"));
       }
       return true;

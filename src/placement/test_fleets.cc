@@ -33,8 +33,9 @@ model::Workload MakeWorkload(const std::string& name, int replicas, int64_t memo
 
 void GenerateInstance(Random& rng, const GeneratorSpec& spec, model::Fleet* fleet,
                       model::WorkloadSet* workloads) {
-  static const char* kModels[] = {"A100-40GB", "A100-80GB", "H100-80GB", "H100-94GB",
-                                  "H200-141GB", "B200", "A30-24GB", "L4", "L40S", "A10", "T4"};
+  static const char* kModels[] = {"A100-40GB",  "A100-80GB", "H100-80GB", "H100-94GB",
+                                  "H200-141GB", "B200",      "A30-24GB",  "L4",
+                                  "L40S",       "A10",       "T4"};
   fleet->pools.clear();
   workloads->workloads.clear();
   int pools = static_cast<int>(rng.UniformInt(spec.pools_min, spec.pools_max));
