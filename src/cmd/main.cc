@@ -1,1 +1,49 @@
-int main() { return 0; }
+// tessera: one binary, one subcommand per part (see docs/). Parses flags and dispatches.
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "cmd/plan_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tessera: make GPU inference fleets on Kubernetes use the GPUs they pay for"};
+  app.require_subcommand(1);
+
+  tessera::cmd::PlanFlags plan;
+  CLI::App* plan_cmd = app.add_subcommand(
+      "plan", "Plan GPU sharing (MIG, MPS, time-slicing) for a fleet and its workloads");
+  plan_cmd
+      ->add_option("--fleet", plan.fleet_file,
+                   "Fleet file (tessera.io/v1alpha1 Fleet) or `kubectl get nodes -o json`")
+      ->required();
+  plan_cmd
+      ->add_option("--workloads", plan.workload_files,
+                   "WorkloadSet file or Deployment manifests (repeatable)")
+      ->required();
+  plan_cmd->add_option("--out", plan.out_dir,
+                       "Directory to write plan.json, NVIDIA configs, labels.sh and manifests to");
+  plan_cmd->add_flag("--json", plan.json, "Print plan.json instead of the report");
+  plan_cmd->add_option("--time-slicing-oversubscription",
+                       plan.options.time_slicing_oversubscription,
+                       "Compute shares on a time-sliced GPU may add up to this (default 1.0)");
+  plan_cmd
+      ->add_option("--max-replicas-per-gpu", plan.options.max_slots,
+                   "Most replicas sharing one GPU under MPS or time-slicing (default 48)")
+      ->check(CLI::Range(2, 48));
+  bool no_mps = false, no_ts = false;
+  plan_cmd->add_flag("--no-mps", no_mps, "Do not use MPS");
+  plan_cmd->add_flag("--no-time-slicing", no_ts, "Do not use time-slicing");
+  plan_cmd->add_option("--device-plugin-namespace", plan.device_plugin_namespace,
+                       "Namespace of the device-plugin ConfigMap (default gpu-operator)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (plan_cmd->parsed()) {
+    plan.options.allow_mps = !no_mps;
+    plan.options.allow_time_slicing = !no_ts;
+    return tessera::cmd::RunPlan(plan);
+  }
+  return 1;
+}

@@ -58,8 +58,8 @@ struct Workload {
   std::vector<const GpuModel*> allowed_models;  // empty: any model
   // Container whose GPU request is rewritten (Deployment input; else the workload's name).
   std::string container_name;
-  // The Deployment manifest this workload came from, as JSON text; empty for WorkloadSet input.
-  std::string deployment_json;
+  // The Deployment manifest this workload came from, as YAML text; empty for WorkloadSet input.
+  std::string deployment_yaml;
   SourceRef source;
 
   // Whole GPUs per replica (0 for a shared replica).

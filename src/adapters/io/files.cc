@@ -1,0 +1,143 @@
+#include "adapters/io/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace tessera::adapters {
+namespace fs = std::filesystem;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+  }
+  if (fs::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, expected a file"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::PermissionDeniedError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) {
+    return absl::InternalError(absl::StrCat(path, ": read error"));
+  }
+  return ss.str();
+}
+
+void OutputDir::Add(std::string relative_path, std::string content, bool executable) {
+  files_[std::move(relative_path)] = File{std::move(content), executable};
+}
+
+namespace {
+
+absl::Status WriteDurably(const fs::path& path, const std::string& content, bool executable) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, executable ? 0755 : 0644);
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrCat(path.string(), ": cannot create: ", std::strerror(errno)));
+  }
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      int err = errno;
+      ::close(fd);
+      return absl::InternalError(
+          absl::StrCat(path.string(), ": write failed: ", std::strerror(err)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    return absl::InternalError(
+        absl::StrCat(path.string(), ": flush failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status OutputDir::Commit(const std::string& dir_in) const {
+  fs::path dir = fs::path(dir_in).lexically_normal();
+  if (dir.filename().empty()) {
+    dir = dir.parent_path();
+  }
+  for (const auto& [rel, file] : files_) {
+    fs::path p(rel);
+    if (p.is_absolute() || absl::StrContains(rel, "..") || rel.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("refusing output path \"", rel, "\""));
+    }
+  }
+  std::error_code ec;
+  fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+  fs::create_directories(parent, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat(parent.string(), ": cannot create: ", ec.message()));
+  }
+  std::string tmpl = (parent / (dir.filename().string() + ".tmp-XXXXXX")).string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat(tmpl, ": cannot create: ", std::strerror(errno)));
+  }
+  fs::path tmp(tmpl);
+  auto cleanup = [&](absl::Status s) {
+    std::error_code ignore;
+    fs::remove_all(tmp, ignore);
+    return s;
+  };
+  ::chmod(tmp.c_str(), 0755);
+  for (const auto& [rel, file] : files_) {
+    fs::path target = tmp / rel;
+    fs::create_directories(target.parent_path(), ec);
+    if (ec) {
+      return cleanup(absl::InternalError(
+          absl::StrCat(target.parent_path().string(), ": cannot create: ", ec.message())));
+    }
+    if (absl::Status s = WriteDurably(target, file.content, file.executable); !s.ok()) {
+      return cleanup(s);
+    }
+  }
+  // Swap into place: move an existing directory aside, rename the new one, drop the old.
+  fs::path old;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) {
+      return cleanup(absl::FailedPreconditionError(
+          absl::StrCat(dir.string(), ": exists and is not a directory")));
+    }
+    old = parent / (dir.filename().string() + ".old-" +
+                    tmp.filename().string().substr(tmp.filename().string().size() - 6));
+    fs::rename(dir, old, ec);
+    if (ec) {
+      return cleanup(
+          absl::InternalError(absl::StrCat(dir.string(), ": cannot replace: ", ec.message())));
+    }
+  }
+  fs::rename(tmp, dir, ec);
+  if (ec) {
+    std::error_code ignore;
+    if (!old.empty()) {
+      fs::rename(old, dir, ignore);
+    }
+    return cleanup(
+        absl::InternalError(absl::StrCat(dir.string(), ": cannot create: ", ec.message())));
+  }
+  if (!old.empty()) {
+    fs::remove_all(old, ec);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::adapters

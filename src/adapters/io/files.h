@@ -1,0 +1,40 @@
+// File I/O for the CLI: reading input files, and writing an output directory atomically (all
+// files appear together or none do; an existing directory is replaced only after the new one
+// is complete).
+//
+// Example:
+//   OutputDir out;
+//   out.Add("plan.json", json);
+//   out.Add("deployments/a.yaml", yaml);
+//   TESSERA_RETURN_IF_ERROR(out.Commit("/tmp/plan"));
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tessera::adapters {
+
+// The whole file; NotFound / PermissionDenied / Internal naming the path.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+class OutputDir {
+ public:
+  // Adds a file at a relative path (subdirectories allowed; ".." and absolute paths are not).
+  void Add(std::string relative_path, std::string content, bool executable = false);
+  // Writes every file into a fresh temporary sibling of `dir`, flushes them, then renames it
+  // into place (replacing an existing `dir`). On failure `dir` is untouched and the temporary
+  // directory removed.
+  absl::Status Commit(const std::string& dir) const;
+
+ private:
+  struct File {
+    std::string content;
+    bool executable = false;
+  };
+  std::map<std::string, File> files_;
+};
+
+}  // namespace tessera::adapters
