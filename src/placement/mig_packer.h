@@ -34,6 +34,21 @@ class MigPacker {
   // Whether `counts` has a legal placement (memoised FindPlacement).
   bool Feasible(const std::vector<int>& counts);
 
+  // One MIG instance a replica needs: its profile and its workload.
+  struct Instance {
+    int profile = 0;
+    int workload = 0;
+  };
+  // Packs `instances` into GPUs, each workload with two or more instances on two or more GPUs
+  // when `spread`. Up to kExactInstances instances: the fewest GPUs, by exhaustive search
+  // (bounded by kExactSteps, then the best found); beyond: first-fit decreasing that keeps a
+  // workload's second instance off the GPU of its first. Returns, per GPU, indices into
+  // `instances`.
+  std::vector<std::vector<int>> PackInstances(const std::vector<Instance>& instances, bool spread);
+
+  static constexpr int kExactInstances = 16;
+  static constexpr long kExactSteps = 200'000;
+
  private:
   uint64_t Key(const std::vector<int>& counts) const;
 

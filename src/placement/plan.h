@@ -62,11 +62,12 @@ struct NodePlan {
 };
 
 struct PoolPlan {
-  int pool = 0;                 // index into Fleet::pools
-  std::vector<NodePlan> nodes;  // nodes holding tenants first, then unused existing nodes
-  int gpus_used = 0;            // GPUs with at least one tenant
-  int nodes_used = 0;           // nodes with at least one tenant
-  int lower_bound_gpus = 0;
+  int pool = 0;                     // index into Fleet::pools
+  std::vector<NodePlan> nodes;      // nodes holding tenants first, then unused existing nodes
+  int gpus_used = 0;                // GPUs with at least one tenant
+  int nodes_used = 0;               // nodes with at least one tenant
+  int lower_bound_gpus = 0;         // the stronger of the two bounds (placement/planner.h)
+  int simple_lower_bound_gpus = 0;  // memory / compute / MIG-slice bound alone
   // True when spreading replicas over two nodes was given up in this pool (maxNodes too low,
   // or no room on a second node); Plan::warnings says which workloads.
   bool spread_relaxed = false;
@@ -94,6 +95,7 @@ struct PlanTotals {
   int gpus_before = 0;  // one whole GPU per replica (N for N-GPU replicas) of placed replicas
   int gpus_after = 0;
   int lower_bound_gpus = 0;
+  int simple_lower_bound_gpus = 0;
   int nodes_after = 0;
   double cost_per_month_before = 0;
   double cost_per_month_after = 0;

@@ -23,20 +23,198 @@ struct Choices {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Pools with at most this many replicas are scored by building the real layout (which sees
+// what spreading and MIG placement cost); bigger ones by counts alone.
+constexpr int kBuildScoreReplicas = 150;
+// Shape combinations tried exhaustively when there are at most this many.
+constexpr long kExhaustiveCombinations = 1024;
+
+Estimate Score(PoolBuilder& builder, const std::vector<Member>& ms) {
+  int replicas = 0;
+  for (const Member& m : ms) {
+    replicas += m.replicas;
+  }
+  if (replicas <= kBuildScoreReplicas) {
+    std::vector<std::string> ignored;
+    PoolPlan built = builder.Build(ms, true, &ignored);
+    return {built.gpus_used, built.nodes_used};
+  }
+  return builder.Evaluate(ms, true);
+}
+
+// Each member's shapes, plus the MPS/time-slicing slot counts other members reach at most
+// (joining another class at a lower density can beat a sparse class of one's own).
+std::vector<std::vector<Shape>> ShapeLists(const std::vector<std::vector<Shape>>& own) {
+  std::vector<std::vector<Shape>> out = own;
+  for (size_t i = 0; i < own.size(); ++i) {
+    for (const Shape& mine : own[i]) {
+      if (mine.kind != ShapeKind::kMps && mine.kind != ShapeKind::kTimeSlicing) {
+        continue;
+      }
+      for (size_t j = 0; j < own.size(); ++j) {
+        for (const Shape& theirs : own[j]) {
+          if (theirs.kind == mine.kind && theirs.slots < mine.slots &&
+              std::find(out[i].begin(), out[i].end(), theirs) == out[i].end()) {
+            out[i].push_back(theirs);
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// Chooses each member's shape to lower (GPUs, nodes): every combination when there are few,
+// otherwise local search (one member at a time, then whole slot classes merged into a denser
+// class's nodes) for `options.improvement_passes` passes. Members start in their first shape.
+void ImproveShapes(PoolBuilder& builder, const PlannerOptions& options,
+                   const std::vector<std::vector<Shape>>& own, std::vector<Member>& ms) {
+  if (ms.empty() || options.improvement_passes <= 0) {
+    return;
+  }
+  std::vector<std::vector<Shape>> lists = ShapeLists(own);
+  long combinations = 1;
+  for (const auto& l : lists) {
+    combinations =
+        std::min(combinations * static_cast<long>(l.size()), kExhaustiveCombinations + 1);
+  }
+  Estimate best = Score(builder, ms);
+  if (combinations <= kExhaustiveCombinations) {
+    std::vector<Shape> best_shapes;
+    for (const Member& m : ms) {
+      best_shapes.push_back(m.shape);
+    }
+    std::vector<size_t> index(ms.size(), 0);
+    while (true) {
+      size_t k = 0;
+      while (k < index.size() && ++index[k] == lists[k].size()) {
+        index[k++] = 0;
+      }
+      if (k == index.size()) {
+        break;
+      }
+      for (size_t i = 0; i < ms.size(); ++i) {
+        ms[i].shape = lists[i][index[i]];
+      }
+      Estimate e = Score(builder, ms);
+      if (e < best) {
+        best = e;
+        for (size_t i = 0; i < ms.size(); ++i) {
+          best_shapes[i] = ms[i].shape;
+        }
+      }
+    }
+    for (size_t i = 0; i < ms.size(); ++i) {
+      ms[i].shape = best_shapes[i];
+    }
+    return;
+  }
+  for (int pass = 0; pass < options.improvement_passes; ++pass) {
+    bool improved = false;
+    for (size_t i = 0; i < ms.size(); ++i) {
+      Shape original = ms[i].shape;
+      Shape best_shape = original;
+      for (const Shape& s : lists[i]) {
+        if (s == original) {
+          continue;
+        }
+        ms[i].shape = s;
+        Estimate e = Score(builder, ms);
+        if (e < best) {
+          best = e;
+          best_shape = s;
+        }
+      }
+      ms[i].shape = best_shape;
+      improved |= !(best_shape == original);
+    }
+    // Merge a slot class into a denser-packed class of the same kind with fewer slots.
+    std::vector<Shape> classes;
+    for (const Member& m : ms) {
+      if ((m.shape.kind == ShapeKind::kMps || m.shape.kind == ShapeKind::kTimeSlicing) &&
+          std::find(classes.begin(), classes.end(), m.shape) == classes.end()) {
+        classes.push_back(m.shape);
+      }
+    }
+    for (const Shape& from : classes) {
+      for (const Shape& to : classes) {
+        if (from.kind != to.kind || to.slots >= from.slots) {
+          continue;
+        }
+        std::vector<Member> trial = ms;
+        for (Member& m : trial) {
+          if (m.shape == from) {
+            m.shape = to;
+          }
+        }
+        Estimate e = Score(builder, trial);
+        if (e < best) {
+          best = e;
+          ms = std::move(trial);
+          improved = true;
+        }
+      }
+    }
+    if (!improved) {
+      break;
+    }
+  }
+}
+
 }  // namespace
 
-int PoolLowerBound(const model::Pool& pool, const model::WorkloadSet& workloads,
-                   const std::vector<std::pair<int, int>>& workload_replicas,
-                   const PlannerOptions& options) {
+LowerBounds PoolLowerBounds(const model::Pool& pool, const model::WorkloadSet& workloads,
+                            const std::vector<std::pair<int, int>>& workload_replicas,
+                            const PlannerOptions& options) {
   int64_t whole = 0;
   long double memory = 0;
   long double compute = 0;
+  long double least_share = 0;
   int64_t mig_memory_slices = 0;
   int64_t mig_compute_slices = 0;
+  const model::GpuModel& m = *pool.gpu;
   for (const auto& [wi, replicas] : workload_replicas) {
     const model::Workload& w = workloads.workloads[wi];
     if (w.whole_gpus() > 0) {
       whole += static_cast<int64_t>(w.whole_gpus()) * replicas;
+      least_share += static_cast<long double>(w.whole_gpus()) * replicas;
+      continue;
+    }
+    // The least share of a GPU one replica can take in any shape: exclusive 1; MIG
+    // min(memory/8, SM/7) of any fitting profile (those add up to at most 1 per GPU); MPS or
+    // time-slicing 1/slots at the most slots it fits. Summed over a GPU's tenants it is at most
+    // 1, so the sum over replicas is a lower bound on GPUs.
+    long double share = 1.0L;
+    if (pool.mig_allowed) {
+      for (const model::MigProfile& p : m.profiles) {
+        if (p.memory_bytes >= w.memory_bytes &&
+            p.compute_slices * 1000 >= w.compute_milli * m.mig_compute_slices) {
+          share = std::min(share,
+                           std::min<long double>(
+                               static_cast<long double>(p.memory_slices) / m.mig_memory_slices,
+                               static_cast<long double>(p.compute_slices) / m.mig_compute_slices));
+        }
+      }
+    }
+    if (w.isolation != Isolation::kFull && options.allow_mps) {
+      int k =
+          MaxSlots(pool.gpu_memory_bytes, w.memory_bytes, w.compute_milli, 1.0, options.max_slots);
+      if (k >= 2) {
+        share = std::min(share, 1.0L / k);
+      }
+    }
+    if (w.isolation == Isolation::kNone && options.allow_time_slicing) {
+      int k = MaxSlots(pool.gpu_memory_bytes, w.memory_bytes, w.compute_milli,
+                       options.time_slicing_oversubscription, options.max_slots);
+      if (k >= 2) {
+        share = std::min(share, 1.0L / k);
+      }
+    }
+    least_share += share * replicas;
+    bool mig_only = w.isolation == Isolation::kFull;
+    int profile = mig_only ? SmallestMigProfile(pool, w.memory_bytes, w.compute_milli) : -1;
+    if (mig_only && profile < 0) {
+      whole += replicas;  // full isolation and no fitting profile: a whole GPU each
       continue;
     }
     memory += static_cast<long double>(w.memory_bytes) * replicas;
@@ -44,29 +222,21 @@ int PoolLowerBound(const model::Pool& pool, const model::WorkloadSet& workloads,
                      ? std::max(1.0, options.time_slicing_oversubscription)
                      : 1.0;
     compute += static_cast<long double>(w.compute_milli) * replicas / (1000.0 * cap);
-    if (w.isolation == Isolation::kFull && pool.mig_allowed) {
-      int p = SmallestMigProfile(pool, w.memory_bytes, w.compute_milli);
-      if (p >= 0) {
-        mig_memory_slices += static_cast<int64_t>(pool.gpu->profiles[p].memory_slices) * replicas;
-        mig_compute_slices += static_cast<int64_t>(pool.gpu->profiles[p].compute_slices) * replicas;
-      } else {
-        whole += replicas;  // full isolation without a fitting profile: a whole GPU each
-        memory -= static_cast<long double>(w.memory_bytes) * replicas;
-        compute -= static_cast<long double>(w.compute_milli) * replicas / 1000.0;
-      }
-    } else if (w.isolation == Isolation::kFull) {
-      whole += replicas;
-      memory -= static_cast<long double>(w.memory_bytes) * replicas;
-      compute -= static_cast<long double>(w.compute_milli) * replicas / 1000.0;
+    if (mig_only) {
+      mig_memory_slices += static_cast<int64_t>(m.profiles[profile].memory_slices) * replicas;
+      mig_compute_slices += static_cast<int64_t>(m.profiles[profile].compute_slices) * replicas;
     }
   }
   auto ceil_ld = [](long double x) { return static_cast<int64_t>(std::ceil(x - 1e-9L)); };
   int64_t shared = std::max(ceil_ld(memory / pool.gpu_memory_bytes), ceil_ld(compute));
-  if (pool.mig_allowed && pool.gpu->mig_capable()) {
-    shared = std::max({shared, CeilDiv(mig_memory_slices, pool.gpu->mig_memory_slices),
-                       CeilDiv(mig_compute_slices, pool.gpu->mig_compute_slices)});
+  if (pool.mig_allowed) {
+    shared = std::max({shared, CeilDiv(mig_memory_slices, m.mig_memory_slices),
+                       CeilDiv(mig_compute_slices, m.mig_compute_slices)});
   }
-  return static_cast<int>(whole + shared);
+  LowerBounds out;
+  out.simple = static_cast<int>(whole + shared);
+  out.slot_aware = static_cast<int>(ceil_ld(least_share));
+  return out;
 }
 
 Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
@@ -162,40 +332,13 @@ Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
     builders.push_back(std::make_unique<PoolBuilder>(fleet.pools[p], set, options));
   }
 
-  // 3. Local search: each workload tries its other shapes; keep a change that lowers
-  //    (GPUs, nodes). Evaluation works on counts, not tenants, so a try costs microseconds.
+  // 3. Shape search per pool (see ImproveShapes).
   for (int p = 0; p < num_pools; ++p) {
-    std::vector<Member>& ms = members[p];
-    std::stable_sort(ms.begin(), ms.end(),
-                     [](const Member& a, const Member& b) { return Footprint(a) > Footprint(b); });
-    Estimate current = builders[p]->Evaluate(ms, true);
-    for (int pass = 0; pass < options.improvement_passes; ++pass) {
-      bool improved = false;
-      for (Member& m : ms) {
-        const std::vector<Shape>& shapes = choices.by_workload[m.workload][p].shapes;
-        if (shapes.size() < 2) {
-          continue;
-        }
-        Shape original = m.shape;
-        Shape best_shape = original;
-        for (const Shape& s : shapes) {
-          if (s == original) {
-            continue;
-          }
-          m.shape = s;
-          Estimate e = builders[p]->Evaluate(ms, true);
-          if (e < current) {
-            current = e;
-            best_shape = s;
-          }
-        }
-        m.shape = best_shape;
-        improved |= !(best_shape == original);
-      }
-      if (!improved) {
-        break;
-      }
+    std::vector<std::vector<Shape>> lists;
+    for (const Member& m : members[p]) {
+      lists.push_back(choices.by_workload[m.workload][p].shapes);
     }
+    ImproveShapes(*builders[p], options, lists, members[p]);
   }
 
   // 4. Capacity: a pool that needs more nodes than maxNodes first drops spreading, then hands
@@ -283,11 +426,16 @@ Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
       wp.replicas_placed = m.replicas;
       DescribeResource(pool, m.shape, &wp);
       plan.totals.gpus_before += m.replicas * std::max(1, set.workloads[m.workload].whole_gpus());
+      // Before: the same replicas on whole GPUs of the pool they are planned in.
+      double before_price = pool.cost_per_gpu_hour;
       plan.totals.cost_per_month_before += m.replicas *
                                            std::max(1, set.workloads[m.workload].whole_gpus()) *
-                                           pool.cost_per_gpu_hour * kHoursPerMonth;
+                                           before_price * kHoursPerMonth;
     }
-    pp.lower_bound_gpus = PoolLowerBound(pool, set, wr, options);
+    LowerBounds lb = PoolLowerBounds(pool, set, wr, options);
+    pp.lower_bound_gpus = std::max(lb.simple, lb.slot_aware);
+    pp.simple_lower_bound_gpus = lb.simple;
+    plan.totals.simple_lower_bound_gpus += lb.simple;
     plan.totals.gpus_after += pp.gpus_used;
     plan.totals.nodes_after += pp.nodes_used;
     plan.totals.lower_bound_gpus += pp.lower_bound_gpus;

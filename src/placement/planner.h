@@ -19,13 +19,20 @@ namespace tessera::placement {
 Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& workloads,
               const PlannerOptions& options);
 
-// Per-pool lower bound on GPUs for the workloads `plan` put in it: whole-GPU replicas, plus
-// the largest of the memory bound (sum of memory / GPU memory), the compute bound (sum of
-// compute shares; time-slicing's oversubscription factor for isolation none) and the MIG
-// slice bound for full-isolation replicas on MIG pools (memory and SM slices of their
-// smallest profile). A bound for the chosen pool assignment; see docs/planner.md.
-int PoolLowerBound(const model::Pool& pool, const model::WorkloadSet& workloads,
-                   const std::vector<std::pair<int, int>>& workload_replicas,
-                   const PlannerOptions& options);
+// Lower bounds on the GPUs a pool needs for the workloads the plan put there.
+struct LowerBounds {
+  // Whole-GPU replicas plus the largest of the memory bound (sum of memory / GPU memory), the
+  // compute bound (sum of compute shares; time-slicing's factor for isolation none) and the
+  // MIG slice bound of full-isolation replicas (memory and SM slices of their smallest
+  // profile).
+  int simple = 0;
+  // Sum over replicas of the least share of one GPU each can take in any shape (1 exclusive,
+  // min(memory/8, SM/7) of a fitting MIG profile, 1/slots at its most MPS/time-slicing slots):
+  // it sees that slots are equal and MIG instances come in fixed sizes.
+  int slot_aware = 0;
+};
+LowerBounds PoolLowerBounds(const model::Pool& pool, const model::WorkloadSet& workloads,
+                            const std::vector<std::pair<int, int>>& workload_replicas,
+                            const PlannerOptions& options);
 
 }  // namespace tessera::placement

@@ -272,58 +272,46 @@ PoolPlan PoolBuilder::Build(const std::vector<Member>& members, bool spread,
       }
     }
   }
-  // MIG GPUs; remember them per node to interleave instances across nodes.
-  std::map<int, std::vector<GpuPlan*>> mig_by_node;
-  for (const MigGpu& mg : g.mig_gpus) {
-    for (int k = 0; k < mg.repeat; ++k) {
-      int node = dedicated_node(1);
-      GpuPlan& gpu = lay.TakeGpu(node, GpuMode::kMig);
-      gpu.layout = mg.layout;
-      mig_by_node[node].push_back(&gpu);
+  // MIG GPUs: instances packed with their workloads known, so each workload's replicas land
+  // on two GPUs or more (PackInstances), then each GPU on the node with the most room.
+  {
+    std::vector<MigPacker::Instance> instances;
+    std::vector<Tenant> owners;
+    for (const Member& m : members) {
+      if (m.shape.kind != ShapeKind::kMig) {
+        continue;
+      }
+      for (int r = 0; r < m.replicas; ++r) {
+        instances.push_back({m.shape.profile, m.workload});
+        owners.push_back({m.workload, r, -1});
+      }
+    }
+    const bool may_spread = spread && pool_.max_nodes >= 2;
+    for (const std::vector<int>& group : packer_.PackInstances(instances, may_spread)) {
+      std::vector<int> counts(pool_.gpu->profiles.size(), 0);
+      for (int i : group) {
+        ++counts[instances[i].profile];
+      }
+      GpuPlan& gpu = lay.TakeGpu(dedicated_node(1), GpuMode::kMig);
+      gpu.layout = *model::FindPlacement(*pool_.gpu, counts);
+      std::vector<bool> taken(gpu.layout.size(), false);
+      for (int i : group) {
+        Tenant t = owners[i];
+        for (size_t j = 0; j < gpu.layout.size(); ++j) {
+          if (!taken[j] && gpu.layout[j].profile == instances[i].profile) {
+            taken[j] = true;
+            t.mig_instance = static_cast<int>(j);
+            break;
+          }
+        }
+        gpu.tenants.push_back(t);
+      }
     }
   }
   for (const Member& m : members) {
     if (m.shape.kind == ShapeKind::kExclusive && m.shape.gpus == 1) {
       for (int r = 0; r < m.replicas; ++r) {
         lay.TakeGpu(dedicated_node(1), GpuMode::kExclusive).tenants.push_back({m.workload, r, -1});
-      }
-    }
-  }
-  // MIG instances per profile, interleaved: k-th instance of every GPU (GPUs round-robin
-  // over nodes) before the (k+1)-th, so consecutive replicas land on different GPUs and nodes.
-  {
-    std::vector<GpuPlan*> order;
-    bool more = true;
-    for (size_t i = 0; more; ++i) {
-      more = false;
-      for (auto& [node, gpus] : mig_by_node) {
-        if (i < gpus.size()) {
-          order.push_back(gpus[i]);
-          more = true;
-        }
-      }
-    }
-    const int num_profiles = static_cast<int>(pool_.gpu->profiles.size());
-    std::vector<std::vector<std::pair<GpuPlan*, int>>> slots(num_profiles);
-    for (int occurrence = 0; occurrence < 8; ++occurrence) {
-      for (GpuPlan* gpu : order) {
-        std::vector<int> seen(num_profiles, 0);
-        for (size_t j = 0; j < gpu->layout.size(); ++j) {
-          int p = gpu->layout[j].profile;
-          if (seen[p]++ == occurrence) {
-            slots[p].push_back({gpu, static_cast<int>(j)});
-          }
-        }
-      }
-    }
-    std::vector<size_t> next(num_profiles, 0);
-    for (const Member& m : members) {
-      if (m.shape.kind != ShapeKind::kMig) {
-        continue;
-      }
-      for (int r = 0; r < m.replicas; ++r) {
-        auto [gpu, instance] = slots[m.shape.profile][next[m.shape.profile]++];
-        gpu->tenants.push_back({m.workload, r, instance});
       }
     }
   }
