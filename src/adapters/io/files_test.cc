@@ -1,0 +1,81 @@
+#include "adapters/io/files.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace tessera::adapters {
+namespace {
+
+namespace fs = std::filesystem;
+
+class OutputDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ =
+        fs::temp_directory_path() /
+        ("tessera-files-test-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  fs::path root_;
+};
+
+TEST_F(OutputDirTest, WritesAllFilesAndReplacesOldDirectory) {
+  fs::path dir = root_ / "plan";
+  fs::create_directories(dir / "stale");
+  std::ofstream(dir / "old.txt") << "old";
+  OutputDir out;
+  out.Add("plan.json", "{}\n");
+  out.Add("deployments/a.yaml", "kind: Deployment\n");
+  out.Add("labels.sh", "#!/bin/sh\n", true);
+  ASSERT_TRUE(out.Commit(dir.string()).ok());
+  EXPECT_EQ(*ReadFile((dir / "plan.json").string()), "{}\n");
+  EXPECT_EQ(*ReadFile((dir / "deployments/a.yaml").string()), "kind: Deployment\n");
+  EXPECT_FALSE(fs::exists(dir / "old.txt"));
+  EXPECT_FALSE(fs::exists(dir / "stale"));
+  EXPECT_NE(fs::status(dir / "labels.sh").permissions() & fs::perms::owner_exec, fs::perms::none);
+  // No temporary or old directories are left beside it.
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(root_)) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1);
+}
+
+TEST_F(OutputDirTest, FailureLeavesTheOldDirectoryUntouched) {
+  fs::path dir = root_ / "plan";
+  fs::create_directories(dir);
+  std::ofstream(dir / "plan.json") << "previous";
+  OutputDir bad;
+  bad.Add("plan.json", "new");
+  bad.Add("../escape.txt", "x");
+  EXPECT_FALSE(bad.Commit(dir.string()).ok());
+  EXPECT_EQ(*ReadFile((dir / "plan.json").string()), "previous");
+  EXPECT_FALSE(fs::exists(root_ / "escape.txt"));
+  // A file where the directory should be: refused, file kept, no temporary left.
+  fs::path file = root_ / "afile";
+  std::ofstream(file) << "keep";
+  OutputDir out;
+  out.Add("plan.json", "{}");
+  EXPECT_FALSE(out.Commit(file.string()).ok());
+  EXPECT_EQ(*ReadFile(file.string()), "keep");
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(root_)) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 2);
+}
+
+TEST(ReadFile, Errors) {
+  EXPECT_EQ(ReadFile("/nonexistent/tessera").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadFile("/").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tessera::adapters

@@ -1,0 +1,272 @@
+#include "adapters/k8s/decoders.h"
+
+#include "adapters/io/files.h"
+#include "base/units.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera::adapters {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TestData(const std::string& name) {
+  absl::StatusOr<std::string> text =
+      ReadFile(std::string(TESSERA_SOURCE_DIR) + "/tests/data/" + name);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.value_or("");
+}
+
+constexpr char kFleet[] = R"(apiVersion: tessera.io/v1alpha1
+kind: Fleet
+pools:
+  - name: h100
+    gpuModel: H100-80GB
+    gpusPerNode: 8
+    nodes: 4
+    maxNodes: 16
+    costPerGpuHour: 2.50
+  - name: l4
+    gpuModel: NVIDIA-L4
+    gpusPerNode: 4
+    nodes: 2
+)";
+
+TEST(DecodeFleet, AcceptsTheDocumentedShape) {
+  absl::StatusOr<model::Fleet> fleet = DecodeFleet("fleet.yaml", kFleet);
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  ASSERT_EQ(fleet->pools.size(), 2u);
+  const model::Pool& h = fleet->pools[0];
+  EXPECT_EQ(h.name, "h100");
+  EXPECT_EQ(h.gpu->name, "H100-80GB");
+  EXPECT_EQ(h.gpus_per_node, 8);
+  EXPECT_EQ(h.nodes, 4);
+  EXPECT_EQ(h.max_nodes, 16);
+  EXPECT_DOUBLE_EQ(h.cost_per_gpu_hour, 2.5);
+  EXPECT_TRUE(h.mig_allowed);
+  EXPECT_EQ(h.source.ToString(), "fleet.yaml:4");
+  const model::Pool& l = fleet->pools[1];
+  EXPECT_EQ(l.gpu->name, "L4");
+  EXPECT_EQ(l.max_nodes, 2);  // default: nodes
+  EXPECT_DOUBLE_EQ(l.cost_per_gpu_hour, l.gpu->price_per_gpu_hour);
+  EXPECT_FALSE(l.mig_allowed);
+}
+
+struct BadCase {
+  std::string text;
+  std::string expect;  // substring of the error
+};
+
+TEST(DecodeFleet, RejectsBadInputNamingFileLineField) {
+  const std::string head = "apiVersion: tessera.io/v1alpha1\nkind: Fleet\npools:\n";
+  const std::vector<BadCase> cases = {
+      {"", "fleet.yaml: empty input"},
+      {"pools: [", "fleet.yaml:1:"},
+      {head + "  - name: a\n    gpuModel: RTX-4090\n    gpusPerNode: 8\n    nodes: 1\n",
+       "fleet.yaml:5:15: pools[0].gpuModel: unknown GPU model \"RTX-4090\"; known models: "
+       "A100-40GB"},
+      {head + "  - name: a\n    gpuModel: T4\n    gpusPerNode: 0\n    nodes: 1\n",
+       "fleet.yaml:6:18: pools[0].gpusPerNode: expected an integer from 1 to 64, found 0"},
+      {head + "  - name: a\n    gpuModel: T4\n    gpusPerNode: eight\n    nodes: 1\n",
+       "pools[0].gpusPerNode: expected an integer, found \"eight\""},
+      {head + "  - name: a\n    gpuModel: T4\n    gpusPerNode: 4\n",
+       "pools[0].nodes: required field is missing"},
+      {head + "  - name: a\n    gpuModel: T4\n    gpusPerNode: 4\n    nodes: 3\n    maxNodes: 2\n",
+       "pools[0].maxNodes: maxNodes 2 is below nodes 3"},
+      {head + "  - name: a\n    gpuModel: T4\n    gpusPerNode: 4\n    nodes: 1\n    gpus: 3\n",
+       "fleet.yaml:8:5: pools[0].gpus: unknown field \"gpus\" (expected one of: name, gpuModel"},
+      {head + "  - name: a\n    gpuModel: T4\n    gpusPerNode: 4\n    nodes: 0\n",
+       "pool has no nodes and may not grow"},
+      {head + "  - name: A_b\n    gpuModel: T4\n    gpusPerNode: 4\n    nodes: 1\n",
+       "pools[0].name: \"A_b\" is not a valid name"},
+      {head + "  - {name: a, gpuModel: T4, gpusPerNode: 4, nodes: 1}\n"
+              "  - {name: a, gpuModel: L4, gpusPerNode: 4, nodes: 1}\n",
+       "duplicate pool name \"a\""},
+      {head, "pools: expected at least one pool"},
+      {"apiVersion: v1\nkind: Fleet\npools: []\n",
+       "apiVersion: expected \"tessera.io/v1alpha1\", found \"v1\""},
+      {"apiVersion: tessera.io/v1alpha1\nkind: Pod\n", "kind: expected Fleet"},
+      {head + "  - name: a\n    gpuModel: T4\n    gpusPerNode: 4\n    nodes: 1\n    "
+              "costPerGpuHour: -1\n",
+       "costPerGpuHour: expected a number from 0 to 1000, found -1"},
+  };
+  for (const BadCase& c : cases) {
+    absl::StatusOr<model::Fleet> fleet = DecodeFleet("fleet.yaml", c.text);
+    ASSERT_FALSE(fleet.ok()) << c.text;
+    EXPECT_EQ(fleet.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(fleet.status().message(), HasSubstr(c.expect)) << c.text;
+  }
+}
+
+TEST(DecodeFleet, KubectlNodeListGroupsGpuNodesIntoPools) {
+  absl::StatusOr<model::Fleet> fleet = DecodeFleet("nodes.json", TestData("kubectl-nodes.json"));
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  ASSERT_EQ(fleet->pools.size(), 3u);  // the CPU node is skipped
+  const model::Pool& h = fleet->pools[0];
+  EXPECT_EQ(h.name, "h100-80gb-x8");
+  EXPECT_EQ(h.gpu->name, "H100-80GB");
+  EXPECT_EQ(h.nodes, 2);  // the -SHARED node is the same model, count and memory
+  EXPECT_EQ(h.max_nodes, 2);
+  EXPECT_EQ(h.node_names, (std::vector<std::string>{"gpu-h100-a", "gpu-h100-b"}));
+  EXPECT_EQ(h.gpu_memory_bytes, 81559 * kMiB);
+  const model::Pool& a = fleet->pools[1];
+  EXPECT_EQ(a.gpu->name, "A100-80GB");
+  EXPECT_EQ(a.gpus_per_node, 8);  // 16 MIG 3g.40gb devices, two per GPU
+  const model::Pool& l = fleet->pools[2];
+  EXPECT_EQ(l.gpu->name, "L4");
+  EXPECT_FALSE(l.mig_allowed);
+}
+
+TEST(DecodeFleet, KubectlNodeListErrors) {
+  absl::StatusOr<model::Fleet> none =
+      DecodeFleet("n.json", R"({"kind": "List", "items": [{"kind": "Node", "metadata":
+          {"name": "cpu", "labels": {"kubernetes.io/os": "linux"}}}]})");
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.status().message(), HasSubstr("no GPU nodes"));
+  absl::StatusOr<model::Fleet> bad_count =
+      DecodeFleet("n.json", R"({"kind": "List", "items": [{"kind": "Node", "metadata":
+          {"name": "g", "labels": {"nvidia.com/gpu.product": "NVIDIA-L4",
+                                   "nvidia.com/gpu.count": "x"}}}]})");
+  ASSERT_FALSE(bad_count.ok());
+  EXPECT_THAT(bad_count.status().message(), HasSubstr("n.json:3:"));
+  EXPECT_THAT(bad_count.status().message(), HasSubstr("expected a GPU count"));
+}
+
+constexpr char kWorkloads[] = R"(apiVersion: tessera.io/v1alpha1
+kind: WorkloadSet
+workloads:
+  - name: chat-small
+    namespace: default
+    replicas: 4
+    gpuMemory: 18Gi
+    gpuCompute: 0.2
+    isolation: none
+    gpuModels: [H100-80GB]
+  - name: llama-70b
+    replicas: 2
+    gpuMemory: 150Gi
+    gpuCompute: 2
+    isolation: full
+)";
+
+TEST(DecodeWorkloads, AcceptsTheDocumentedShape) {
+  model::WorkloadSet set;
+  std::vector<std::string> skipped;
+  ASSERT_TRUE(DecodeWorkloads("w.yaml", kWorkloads, &set, &skipped).ok());
+  ASSERT_EQ(set.workloads.size(), 2u);
+  const model::Workload& w = set.workloads[0];
+  EXPECT_EQ(w.key(), "default/chat-small");
+  EXPECT_EQ(w.replicas, 4);
+  EXPECT_EQ(w.memory_bytes, 18 * kGiB);
+  EXPECT_EQ(w.compute_milli, 200);
+  EXPECT_EQ(w.isolation, model::Isolation::kNone);
+  ASSERT_EQ(w.allowed_models.size(), 1u);
+  EXPECT_EQ(w.allowed_models[0]->name, "H100-80GB");
+  EXPECT_EQ(w.container_name, "chat-small");
+  EXPECT_EQ(w.source.ToString(), "w.yaml:4");
+  EXPECT_EQ(set.workloads[1].whole_gpus(), 2);
+  EXPECT_EQ(set.workloads[1].isolation, model::Isolation::kFull);
+}
+
+TEST(DecodeWorkloads, RejectsBadInputNamingFileLineField) {
+  const std::string head =
+      "apiVersion: tessera.io/v1alpha1\nkind: WorkloadSet\nworkloads:\n  - name: a\n";
+  const std::vector<BadCase> cases = {
+      {head + "    replicas: 1\n    gpuMemory: 18Gx\n    gpuCompute: 0.2\n",
+       "w.yaml:6:16: workloads[0].gpuMemory: invalid byte quantity \"18Gx\": unknown suffix"},
+      {head + "    replicas: 1\n    gpuMemory: -4Gi\n    gpuCompute: 0.2\n",
+       "workloads[0].gpuMemory: invalid byte quantity \"-4Gi\": negative"},
+      {head + "    replicas: 1\n    gpuMemory: 0\n    gpuCompute: 0.2\n",
+       "workloads[0].gpuMemory: expected a quantity above zero"},
+      {head + "    replicas: 0\n    gpuMemory: 1Gi\n    gpuCompute: 0.2\n",
+       "w.yaml:5:15: workloads[0].replicas: expected an integer from 1 to 100000, found 0"},
+      {head + "    replicas: 1\n    gpuMemory: 1Gi\n    gpuCompute: 1.5\n",
+       "workloads[0].gpuCompute: invalid GPU compute \"1.5\": above 1 it counts whole GPUs"},
+      {head + "    replicas: 1\n    gpuMemory: 1Gi\n    gpuCompute: 0\n",
+       "gpuCompute: invalid GPU compute \"0\""},
+      {head + "    replicas: 1\n    gpuMemory: 1Gi\n    gpuCompute: 0.2\n    isolation: strict\n",
+       "workloads[0].isolation: expected none, memory or full, found \"strict\""},
+      {head + "    replicas: 1\n    gpuMemory: 1Gi\n    gpuCompute: 0.2\n    gpuModels: [X9]\n",
+       "workloads[0].gpuModels[0]: unknown GPU model \"X9\""},
+      {head + "    replicas: 1\n    gpuMemory: 1Gi\n",
+       "workloads[0].gpuCompute: required field is missing"},
+      {head + "    replicas: 1\n    gpuMemory: 1Gi\n    gpuCompute: 0.2\n    gpu: 1\n",
+       "unknown field \"gpu\""},
+      {"apiVersion: tessera.io/v1alpha1\nkind: WorkloadSet\nworkloads: []\n",
+       "workloads: expected at least one workload"},
+      {"apiVersion: tessera.io/v1alpha1\nkind: WorkloadSet\nworkloads:\n"
+       "  - {name: a, replicas: 1, gpuMemory: 1Gi, gpuCompute: 0.1}\n"
+       "  - {name: a, replicas: 1, gpuMemory: 1Gi, gpuCompute: 0.1}\n",
+       "duplicate workload default/a (first defined at w.yaml:4)"},
+      {"", "w.yaml: empty input"},
+      {"kind: Service\n", "kind: expected WorkloadSet, Deployment or a List"},
+      {"workloads:\n  - name: [unclosed\n", "w.yaml:"},
+  };
+  for (const BadCase& c : cases) {
+    model::WorkloadSet set;
+    std::vector<std::string> skipped;
+    absl::Status s = DecodeWorkloads("w.yaml", c.text, &set, &skipped);
+    ASSERT_FALSE(s.ok()) << c.text;
+    EXPECT_THAT(s.message(), HasSubstr(c.expect)) << c.text;
+  }
+}
+
+TEST(DecodeWorkloads, DeploymentsWithAnnotations) {
+  model::WorkloadSet set;
+  std::vector<std::string> skipped;
+  absl::Status s = DecodeWorkloads("d.yaml", TestData("deployments.yaml"), &set, &skipped);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(set.workloads.size(), 2u);
+  const model::Workload& chat = set.workloads[0];
+  EXPECT_EQ(chat.key(), "llm/chat-small");
+  EXPECT_EQ(chat.replicas, 4);
+  EXPECT_EQ(chat.memory_bytes, 18 * kGiB);
+  EXPECT_EQ(chat.compute_milli, 200);
+  EXPECT_EQ(chat.isolation, model::Isolation::kMemory);
+  EXPECT_EQ(chat.container_name, "vllm");  // the container asking for a GPU
+  EXPECT_THAT(chat.deployment_yaml, HasSubstr("vllm-openai"));
+  const model::Workload& embed = set.workloads[1];
+  EXPECT_EQ(embed.compute_milli, 100);
+  EXPECT_EQ(embed.isolation, model::Isolation::kNone);
+  ASSERT_EQ(embed.allowed_models.size(), 2u);
+  EXPECT_EQ(embed.allowed_models[1]->name, "L4");
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_THAT(skipped[0], HasSubstr("llm/web-frontend"));
+}
+
+TEST(DecodeWorkloads, KubectlDeploymentListJson) {
+  const char* list = R"({"apiVersion": "v1", "kind": "List", "items": [
+    {"apiVersion": "apps/v1", "kind": "Deployment",
+     "metadata": {"name": "rerank", "namespace": "search",
+                  "annotations": {"tessera.io/gpu-memory": "6Gi",
+                                  "tessera.io/gpu-compute": "0.15"}},
+     "spec": {"replicas": 3, "template": {"spec": {"containers": [
+        {"name": "server", "image": "tei:1.6", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}]})";
+  model::WorkloadSet set;
+  std::vector<std::string> skipped;
+  absl::Status s = DecodeWorkloads("d.json", list, &set, &skipped);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(set.workloads.size(), 1u);
+  EXPECT_EQ(set.workloads[0].key(), "search/rerank");
+  EXPECT_EQ(set.workloads[0].compute_milli, 150);
+  // A bad annotation names the file and the annotation.
+  std::string bad = list;
+  bad.replace(bad.find("\"6Gi\""), 5, "\"6GB\"");
+  model::WorkloadSet set2;
+  s = DecodeWorkloads("d.json", bad, &set2, &skipped);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("d.json:4:"));
+  EXPECT_THAT(s.message(), HasSubstr("tessera.io/gpu-memory: invalid byte quantity \"6GB\""));
+}
+
+TEST(ParseGpuCompute, SharesAndWholeGpus) {
+  EXPECT_EQ(*ParseGpuCompute("0.2"), 200);
+  EXPECT_EQ(*ParseGpuCompute("1"), 1000);
+  EXPECT_EQ(*ParseGpuCompute("4"), 4000);
+  EXPECT_FALSE(ParseGpuCompute("2.5").ok());
+  EXPECT_FALSE(ParseGpuCompute("0").ok());
+  EXPECT_FALSE(ParseGpuCompute("-1").ok());
+}
+
+}  // namespace
+}  // namespace tessera::adapters
