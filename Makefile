@@ -49,7 +49,8 @@ test-fuzz: $(FUZZ_BUILD)/build.ninja
 	@set -e; for f in tests/fuzz/*_fuzz.cc; do n=$$(basename $$f .cc); \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$n; \
 	  echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
-	  $(FUZZ_BUILD)/bin/$$n -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=0 \
+	  $(FUZZ_BUILD)/bin/$$n -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_BUILD)/ \
+	      -print_final_stats=0 \
 	    $(FUZZ_BUILD)/corpus/$$n tests/fuzz/corpus/$$n >$(FUZZ_BUILD)/$$n.log 2>&1 \
 	    || { tail -40 $(FUZZ_BUILD)/$$n.log; exit 1; }; done
 

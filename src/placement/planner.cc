@@ -329,7 +329,7 @@ Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
 
   std::vector<std::unique_ptr<PoolBuilder>> builders;
   for (int p = 0; p < num_pools; ++p) {
-    builders.push_back(std::make_unique<PoolBuilder>(fleet.pools[p], set, options));
+    builders.push_back(std::make_unique<PoolBuilder>(fleet.pools[p], set));
   }
 
   // 3. Shape search per pool (see ImproveShapes).

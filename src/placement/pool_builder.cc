@@ -18,9 +18,10 @@ NodeSharing SharingOf(ShapeKind k) {
 // First-fit decreasing of multi-GPU units (size -> count) into nodes of `capacity` GPUs.
 int PackUnits(const std::map<int, int, std::greater<>>& units, int capacity) {
   std::vector<int> free;
-  for (const auto& [size, count] : units) {
+  for (const auto& [unit_size, count] : units) {
+    const int size = unit_size;
     for (int i = 0; i < count; ++i) {
-      auto it = std::find_if(free.begin(), free.end(), [&](int f) { return f >= size; });
+      auto it = std::find_if(free.begin(), free.end(), [size](int f) { return f >= size; });
       if (it == free.end()) {
         free.push_back(capacity - size);
       } else {

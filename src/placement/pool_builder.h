@@ -42,9 +42,8 @@ void DescribeResource(const model::Pool& pool, const Shape& shape, WorkloadPlace
 
 class PoolBuilder {
  public:
-  PoolBuilder(const model::Pool& pool, const model::WorkloadSet& workloads,
-              const PlannerOptions& options)
-      : pool_(pool), workloads_(workloads), options_(options), packer_(*pool.gpu) {}
+  PoolBuilder(const model::Pool& pool, const model::WorkloadSet& workloads)
+      : pool_(pool), workloads_(workloads), packer_(*pool.gpu) {}
 
   // GPUs and nodes `members` need; `spread` adds what spreading replicas over two nodes costs.
   Estimate Evaluate(const std::vector<Member>& members, bool spread);
@@ -62,7 +61,6 @@ class PoolBuilder {
 
   const model::Pool& pool_;
   const model::WorkloadSet& workloads_;
-  const PlannerOptions& options_;
   MigPacker packer_;
 };
 

@@ -61,7 +61,18 @@ TEST(DecodeFleet, RejectsBadInputNamingFileLineField) {
   const std::string head = "apiVersion: tessera.io/v1alpha1\nkind: Fleet\npools:\n";
   const std::vector<BadCase> cases = {
       {"", "fleet.yaml: empty input"},
-      {"pools: [", "fleet.yaml:1:"},
+      // A NUL byte made yaml-cpp 0.7 loop forever (found by fuzzing); refused up front.
+      {std::string(",5 Th\x01\0e,", 9),
+       "fleet.yaml:1:6: malformed YAML/JSON: control character 0x01"},
+      // So did invalid UTF-8.
+      {",5 \xb6\x97\xfe\xff"
+       "e,",
+       "fleet.yaml:1:4: malformed YAML/JSON: invalid UTF-8 byte 0xb6"},
+      // And this (libyaml checks the syntax first).
+      {",5 t\n,", "fleet.yaml:1:1: malformed YAML/JSON:"},
+      {"a: \xed\xa0\x80\n", "invalid UTF-8 byte 0xed"},  // a surrogate
+      {"a: \xc0\xaf\n", "invalid UTF-8 byte 0xc0"},      // overlong
+      {"pools: [", "fleet.yaml:2:1: malformed YAML/JSON: did not find expected node content"},
       {head + "  - name: a\n    gpuModel: RTX-4090\n    gpusPerNode: 8\n    nodes: 1\n",
        "fleet.yaml:5:15: pools[0].gpuModel: unknown GPU model \"RTX-4090\"; known models: "
        "A100-40GB"},
