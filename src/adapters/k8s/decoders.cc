@@ -339,8 +339,9 @@ absl::Status DecodeDeployment(const Field& doc, model::WorkloadSet* set,
   for (const Field& c : containers) {
     Field res = c.Get("resources");
     for (const char* part : {"limits", "requests"}) {
-      if (res.Get(part).node().IsMap()) {
-        for (const auto& kv : res.Get(part).node()) {
+      const Field entries = res.Get(part);  // named: node() refers into it
+      if (entries.node().IsMap()) {
+        for (const auto& kv : entries.node()) {
           if (absl::StartsWith(kv.first.as<std::string>(), "nvidia.com/")) {
             gpu_container = &c;
           }
