@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     spec.replicas_max = 20;
     std::vector<double> ratios, simple_ratios;
     int within = 0, simple_within = 0, total_after = 0, total_lb = 0, total_simple = 0,
-        total_before = 0;
+        total_before = 0, nospread_after = 0, nospread_within = 0;
     for (int i = 0; i < instances; ++i) {
       model::Fleet fleet;
       model::WorkloadSet set;
@@ -72,6 +72,13 @@ int main(int argc, char** argv) {
       if (plan.totals.lower_bound_gpus == 0) {
         continue;
       }
+      PlannerOptions no_spread;
+      no_spread.spread_replicas = false;
+      Plan loose = MakePlan(fleet, set, no_spread);
+      invalid += ValidatePlan(fleet, set, loose, no_spread).empty() ? 0 : 1;
+      nospread_after += loose.totals.gpus_after;
+      nospread_within +=
+          loose.totals.gpus_after <= 1.05 * plan.totals.lower_bound_gpus + 1e-9 ? 1 : 0;
       double r = static_cast<double>(plan.totals.gpus_after) / plan.totals.lower_bound_gpus;
       ratios.push_back(r);
       within += r <= 1.05 + 1e-9 ? 1 : 0;
@@ -95,12 +102,17 @@ int main(int argc, char** argv) {
     };
     line("memory/compute/MIG bound:", simple_ratios, simple_within, total_simple);
     line("slot-aware bound:", ratios, within, total_lb);
+    std::printf(
+        "   without spreading replicas over two nodes (--no-spread): %d GPUs, "
+        "slot-aware bound ratio fleet total %.3f, <= 1.05 in %d of %zu\n",
+        nospread_after, static_cast<double>(nospread_after) / total_lb, nospread_within,
+        ratios.size());
   }
 
   // 2. Exact optimum on small instances.
   {
     Random rng(seed + 1);
-    int compared = 0, matched = 0, skipped = 0, worse_by = 0;
+    int compared = 0, matched = 0, skipped = 0, search_limit = 0, worse_by = 0;
     double exact_over_lb = 0, exact_over_strong = 0;
     for (int i = 0; compared < small_instances && i < 20 * small_instances; ++i) {
       testing::GeneratorSpec spec;
@@ -137,7 +149,7 @@ int main(int argc, char** argv) {
       }
       std::optional<int> exact = ExactMinGpus(fleet.pools[0], set, {});
       if (!exact.has_value()) {
-        ++skipped;
+        ++search_limit;
         continue;
       }
       ++compared;
@@ -173,9 +185,9 @@ int main(int argc, char** argv) {
       }
     }
     std::printf(
-        "2. exact optimum on %d small instances (<= 12 replicas; %d skipped: "
-        "unplaceable or search limit):\n",
-        compared, skipped);
+        "2. exact optimum on %d small instances (<= 12 replicas); generated and skipped: "
+        "%d with an unplaceable workload, %d past the search limit\n",
+        compared, skipped, search_limit);
     std::printf("   matched %d (%.1f%%); the rest use %d GPUs more in total\n", matched,
                 100.0 * matched / std::max(1, compared), worse_by);
     std::printf(

@@ -29,7 +29,9 @@ int main(int argc, char** argv) {
       ->add_option("--max-replicas-per-gpu", plan.options.max_slots,
                    "Most replicas sharing one GPU under MPS or time-slicing (default 48)")
       ->check(CLI::Range(2, 48));
-  bool no_mps = false, no_ts = false;
+  bool no_mps = false, no_ts = false, no_spread = false;
+  plan_cmd->add_flag("--no-spread", no_spread,
+                     "Do not require each workload's replicas on two nodes or more");
   plan_cmd->add_flag("--no-mps", no_mps, "Do not use MPS");
   plan_cmd->add_flag("--no-time-slicing", no_ts, "Do not use time-slicing");
   plan_cmd->add_option("--device-plugin-namespace", plan.device_plugin_namespace,
@@ -43,6 +45,7 @@ int main(int argc, char** argv) {
   if (plan_cmd->parsed()) {
     plan.options.allow_mps = !no_mps;
     plan.options.allow_time_slicing = !no_ts;
+    plan.options.spread_replicas = !no_spread;
     return tessera::cmd::RunPlan(plan);
   }
   return 1;

@@ -162,7 +162,7 @@ std::vector<std::string> ValidatePlan(const model::Fleet& fleet, const model::Wo
       }
     }
     if (wp.replicas_placed >= 2 && wp.pool >= 0 && fleet.pools[wp.pool].max_nodes >= 2 &&
-        !plan.pools[wp.pool].spread_relaxed && nodes_of[w].size() < 2) {
+        options.spread_replicas && !plan.pools[wp.pool].spread_relaxed && nodes_of[w].size() < 2) {
       fail(wl.key(), ": ", wp.replicas_placed, " replicas all on one node");
     }
   }

@@ -29,17 +29,17 @@ constexpr int kBuildScoreReplicas = 150;
 // Shape combinations tried exhaustively when there are at most this many.
 constexpr long kExhaustiveCombinations = 1024;
 
-Estimate Score(PoolBuilder& builder, const std::vector<Member>& ms) {
+Estimate Score(PoolBuilder& builder, const std::vector<Member>& ms, bool spread) {
   int replicas = 0;
   for (const Member& m : ms) {
     replicas += m.replicas;
   }
   if (replicas <= kBuildScoreReplicas) {
     std::vector<std::string> ignored;
-    PoolPlan built = builder.Build(ms, true, &ignored);
+    PoolPlan built = builder.Build(ms, spread, &ignored);
     return {built.gpus_used, built.nodes_used};
   }
-  return builder.Evaluate(ms, true);
+  return builder.Evaluate(ms, spread);
 }
 
 // Each member's shapes, plus the MPS/time-slicing slot counts other members reach at most
@@ -78,7 +78,7 @@ void ImproveShapes(PoolBuilder& builder, const PlannerOptions& options,
     combinations =
         std::min(combinations * static_cast<long>(l.size()), kExhaustiveCombinations + 1);
   }
-  Estimate best = Score(builder, ms);
+  Estimate best = Score(builder, ms, options.spread_replicas);
   if (combinations <= kExhaustiveCombinations) {
     std::vector<Shape> best_shapes;
     for (const Member& m : ms) {
@@ -96,7 +96,7 @@ void ImproveShapes(PoolBuilder& builder, const PlannerOptions& options,
       for (size_t i = 0; i < ms.size(); ++i) {
         ms[i].shape = lists[i][index[i]];
       }
-      Estimate e = Score(builder, ms);
+      Estimate e = Score(builder, ms, options.spread_replicas);
       if (e < best) {
         best = e;
         for (size_t i = 0; i < ms.size(); ++i) {
@@ -119,7 +119,7 @@ void ImproveShapes(PoolBuilder& builder, const PlannerOptions& options,
           continue;
         }
         ms[i].shape = s;
-        Estimate e = Score(builder, ms);
+        Estimate e = Score(builder, ms, options.spread_replicas);
         if (e < best) {
           best = e;
           best_shape = s;
@@ -147,7 +147,7 @@ void ImproveShapes(PoolBuilder& builder, const PlannerOptions& options,
             m.shape = to;
           }
         }
-        Estimate e = Score(builder, trial);
+        Estimate e = Score(builder, trial, options.spread_replicas);
         if (e < best) {
           best = e;
           ms = std::move(trial);
@@ -343,7 +343,7 @@ Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
 
   // 4. Capacity: a pool that needs more nodes than maxNodes first drops spreading, then hands
   //    its biggest workloads to other pools with room, then places what fits.
-  std::vector<bool> spread(num_pools, true);
+  std::vector<bool> spread(num_pools, options.spread_replicas);
   for (int p = 0; p < num_pools; ++p) {
     const model::Pool& pool = fleet.pools[p];
     std::vector<Member>& ms = members[p];
@@ -411,7 +411,8 @@ Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
     const model::Pool& pool = fleet.pools[p];
     PoolPlan& pp = plan.pools[p];
     pp = builders[p]->Build(members[p], spread[p], &plan.warnings);
-    if (!spread[p] && pool.max_nodes >= 2) {
+    if (!spread[p] && options.spread_replicas && pool.max_nodes >= 2) {
+      pp.spread_relaxed = true;
       plan.warnings.push_back(absl::StrCat("pool ", pool.name,
                                            ": replicas not spread over two nodes: maxNodes ",
                                            pool.max_nodes, " leaves no room"));

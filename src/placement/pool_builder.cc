@@ -356,8 +356,6 @@ PoolPlan PoolBuilder::Build(const std::vector<Member>& members, bool spread,
                                        " over two nodes (no room on another node)"));
       out.spread_relaxed = true;
     }
-  } else if (pool_.max_nodes >= 2) {
-    out.spread_relaxed = true;
   }
 
   // Used nodes first; then the pool's other existing nodes, idle. Names: existing nodes first.

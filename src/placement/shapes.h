@@ -24,6 +24,9 @@ struct PlannerOptions {
   int max_slots = 48;
   bool allow_mps = true;
   bool allow_time_slicing = true;
+  // Spread each workload's replicas over at least two nodes where the pool allows (for
+  // availability; it can cost a GPU per small sharing class).
+  bool spread_replicas = true;
   // Local-search passes that try each workload in each of its other shapes (0: greedy only).
   int improvement_passes = 2;
 };
