@@ -4,7 +4,9 @@
 #include "CLI/CLI.hpp"
 #include "cmd/plan_command.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int Main(int argc, char** argv) {
   CLI::App app{"Tessera: make GPU inference fleets on Kubernetes use the GPUs they pay for"};
   app.require_subcommand(1);
 
@@ -49,4 +51,17 @@ int main(int argc, char** argv) {
     return tessera::cmd::RunPlan(plan);
   }
   return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Library code reports errors as Status; an exception reaching here is a bug, reported
+  // plainly rather than as an abort.
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "tessera: internal error: " << e.what() << "\n";
+    return 3;
+  }
 }

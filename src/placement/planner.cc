@@ -188,7 +188,7 @@ LowerBounds PoolLowerBounds(const model::Pool& pool, const model::WorkloadSet& w
     if (pool.mig_allowed) {
       for (const model::MigProfile& p : m.profiles) {
         if (p.memory_bytes >= w.memory_bytes &&
-            p.compute_slices * 1000 >= w.compute_milli * m.mig_compute_slices) {
+            int64_t{p.compute_slices} * 1000 >= w.compute_milli * m.mig_compute_slices) {
           share = std::min(share,
                            std::min<long double>(
                                static_cast<long double>(p.memory_slices) / m.mig_memory_slices,

@@ -43,7 +43,7 @@ int SmallestMigProfile(const model::Pool& pool, int64_t memory_bytes, int64_t co
     const model::MigProfile& p = m.profiles[i];
     // Media-extension profiles are scarce (one per GPU) and no input asks for media engines.
     if (p.media_extensions || p.memory_bytes < memory_bytes ||
-        p.compute_slices * 1000 < compute_milli * m.mig_compute_slices) {
+        int64_t{p.compute_slices} * 1000 < compute_milli * m.mig_compute_slices) {
       continue;
     }
     if (best < 0) {
@@ -175,7 +175,7 @@ bool ShapeFits(const model::Workload& w, const model::Pool& pool, const Shape& s
         return fail(absl::StrCat(p.name, " has ", FormatGiB(p.memory_bytes), " < ",
                                  FormatGiB(w.memory_bytes)));
       }
-      if (p.compute_slices * 1000 < w.compute_milli * m.mig_compute_slices) {
+      if (int64_t{p.compute_slices} * 1000 < w.compute_milli * m.mig_compute_slices) {
         return fail(absl::StrCat(p.name, " has too little compute"));
       }
       return true;

@@ -65,7 +65,7 @@ void GenerateInstance(Random& rng, const GeneratorSpec& spec, model::Fleet* flee
     } else {  // 70B: 2-4 whole GPUs
       int gpus = static_cast<int>(rng.UniformInt(2, 4));
       mem = rng.UniformInt(140, 160) * kGiB;
-      compute = gpus * 1000;
+      compute = int64_t{gpus} * 1000;
     }
     double iso = rng.UniformDouble();
     model::Isolation isolation = iso < 0.5   ? model::Isolation::kNone

@@ -110,8 +110,8 @@ TEST(PlanJson, DocumentedShape) {
   Fixture f;
   nlohmann::json j = nlohmann::json::parse(PlanJson(f.fleet, f.set, f.plan, f.configs, {}));
   EXPECT_EQ(j["kind"], "Plan");
-  for (const char* k : {"gpus_before", "gpus_after", "lower_bound_gpus", "cost_per_month_before",
-                        "cost_per_month_after"}) {
+  for (const char* k : {"gpus_before", "gpus_after", "lower_bound_gpus", "simple_lower_bound_gpus",
+                        "cost_per_month_before", "cost_per_month_after"}) {
     EXPECT_TRUE(j["totals"].contains(k)) << k;
   }
   EXPECT_EQ(j["totals"]["gpus_after"], f.plan.totals.gpus_after);
