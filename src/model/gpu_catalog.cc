@@ -49,21 +49,6 @@ std::vector<MigProfile> EightSliceProfiles(int64_t total_bytes,
   return out;
 }
 
-GpuModel EightSliceModel(std::string name, std::vector<std::string> products, int64_t mib, int sms,
-                         double price, const std::vector<std::string>& profile_names) {
-  GpuModel m;
-  m.name = std::move(name);
-  m.product_names = std::move(products);
-  m.memory_bytes = Mib(mib);
-  m.sm_count = sms;
-  m.price_per_gpu_hour = price;
-  m.mig_memory_slices = 8;
-  m.mig_compute_slices = 7;
-  m.mig_max_instances = 7;
-  m.profiles = EightSliceProfiles(m.memory_bytes, profile_names);
-  return m;
-}
-
 GpuModel PlainModel(std::string name, std::vector<std::string> products, int64_t mib, int sms,
                     double price) {
   GpuModel m;
@@ -72,6 +57,16 @@ GpuModel PlainModel(std::string name, std::vector<std::string> products, int64_t
   m.memory_bytes = Mib(mib);
   m.sm_count = sms;
   m.price_per_gpu_hour = price;
+  return m;
+}
+
+GpuModel EightSliceModel(std::string name, std::vector<std::string> products, int64_t mib, int sms,
+                         double price, const std::vector<std::string>& profile_names) {
+  GpuModel m = PlainModel(std::move(name), std::move(products), mib, sms, price);
+  m.mig_memory_slices = 8;
+  m.mig_compute_slices = 7;
+  m.mig_max_instances = 7;
+  m.profiles = EightSliceProfiles(m.memory_bytes, profile_names);
   return m;
 }
 

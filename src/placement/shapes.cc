@@ -115,27 +115,23 @@ ShapeChoice CandidateShapes(const model::Workload& w, const model::Pool& pool,
       out.shapes.push_back(s);
     }
   }
-  if (options.allow_mps && w.isolation != Isolation::kFull) {
-    int k =
-        MaxSlots(pool.gpu_memory_bytes, w.memory_bytes, w.compute_milli, 1.0, options.max_slots);
+  // MPS and time-slicing at the most slots the replica fits (a one-slot share is no share).
+  auto add_slots = [&](ShapeKind kind, double compute_cap) {
+    int k = MaxSlots(pool.gpu_memory_bytes, w.memory_bytes, w.compute_milli, compute_cap,
+                     options.max_slots);
     if (k >= 2) {
       Shape s;
-      s.kind = ShapeKind::kMps;
+      s.kind = kind;
       s.slots = k;
       s.gpu_fraction = 1.0 / k;
       out.shapes.push_back(s);
     }
+  };
+  if (options.allow_mps && w.isolation != Isolation::kFull) {
+    add_slots(ShapeKind::kMps, 1.0);
   }
   if (options.allow_time_slicing && w.isolation == Isolation::kNone) {
-    int k = MaxSlots(pool.gpu_memory_bytes, w.memory_bytes, w.compute_milli,
-                     options.time_slicing_oversubscription, options.max_slots);
-    if (k >= 2) {
-      Shape s;
-      s.kind = ShapeKind::kTimeSlicing;
-      s.slots = k;
-      s.gpu_fraction = 1.0 / k;
-      out.shapes.push_back(s);
-    }
+    add_slots(ShapeKind::kTimeSlicing, options.time_slicing_oversubscription);
   }
   std::stable_sort(out.shapes.begin(), out.shapes.end(), [](const Shape& a, const Shape& b) {
     if (a.gpu_fraction != b.gpu_fraction) {
