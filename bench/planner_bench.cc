@@ -101,10 +101,10 @@ int main(int argc, char** argv) {
           static_cast<double>(total_after) / lb);
     };
     line("memory/compute/MIG bound:", simple_ratios, simple_within, total_simple);
-    line("slot-aware bound:", ratios, within, total_lb);
+    line("shape-aware bound:", ratios, within, total_lb);
     std::printf(
         "   without spreading replicas over two nodes (--no-spread): %d GPUs, "
-        "slot-aware bound ratio fleet total %.3f, <= 1.05 in %d of %zu\n",
+        "shape-aware bound ratio fleet total %.3f, <= 1.05 in %d of %zu\n",
         nospread_after, static_cast<double>(nospread_after) / total_lb, nospread_within,
         ratios.size());
   }
@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
     std::printf("   matched %d (%.1f%%); the rest use %d GPUs more in total\n", matched,
                 100.0 * matched / std::max(1, compared), worse_by);
     std::printf(
-        "   exact optimum / memory-compute-MIG bound: mean %.3f; / slot-aware bound: "
+        "   exact optimum / memory-compute-MIG bound: mean %.3f; / shape-aware bound: "
         "mean %.3f (how loose each bound is)\n",
         exact_over_lb / std::max(1, compared), exact_over_strong / std::max(1, compared));
   }

@@ -170,6 +170,28 @@ LowerBounds PoolLowerBounds(const model::Pool& pool, const model::WorkloadSet& w
   long double memory = 0;
   long double compute = 0;
   long double least_share = 0;
+  // Counting bound (see LowerBounds::shape_aware): for k = 1..7, the replicas every shape of
+  // which is "k-limited", and the most k-limited MIG instances one GPU can hold.
+  constexpr int kMaxK = 7;
+  int64_t limited[kMaxK + 1] = {};
+  int per_gpu[kMaxK + 1] = {};
+  const model::GpuModel& gm = *pool.gpu;
+  auto profile_limited = [&](const model::MigProfile& p, int k) {
+    return p.compute_slices * (k + 1) > gm.mig_compute_slices ||
+           p.memory_slices * (k + 1) > gm.mig_memory_slices;
+  };
+  if (pool.mig_allowed && gm.mig_capable()) {
+    std::vector<model::MigLayout> layouts = model::EnumerateMaximalLayouts(gm);
+    for (int k = 1; k <= kMaxK; ++k) {
+      for (const model::MigLayout& l : layouts) {
+        int n = 0;
+        for (const model::MigInstance& inst : l) {
+          n += profile_limited(gm.profiles[inst.profile], k) ? 1 : 0;
+        }
+        per_gpu[k] = std::max(per_gpu[k], n);
+      }
+    }
+  }
   int64_t mig_memory_slices = 0;
   int64_t mig_compute_slices = 0;
   const model::GpuModel& m = *pool.gpu;
@@ -178,6 +200,9 @@ LowerBounds PoolLowerBounds(const model::Pool& pool, const model::WorkloadSet& w
     if (w.whole_gpus() > 0) {
       whole += static_cast<int64_t>(w.whole_gpus()) * replicas;
       least_share += static_cast<long double>(w.whole_gpus()) * replicas;
+      for (int k = 1; k <= kMaxK; ++k) {
+        limited[k] += static_cast<int64_t>(w.whole_gpus()) * replicas;
+      }
       continue;
     }
     // The least share of a GPU one replica can take in any shape: exclusive 1; MIG
@@ -185,10 +210,15 @@ LowerBounds PoolLowerBounds(const model::Pool& pool, const model::WorkloadSet& w
     // time-slicing 1/slots at the most slots it fits. Summed over a GPU's tenants it is at most
     // 1, so the sum over replicas is a lower bound on GPUs.
     long double share = 1.0L;
+    // The smallest k for which every shape of this replica is k-limited (kMaxK + 1: none).
+    int min_k = 1;
     if (pool.mig_allowed) {
       for (const model::MigProfile& p : m.profiles) {
         if (p.memory_bytes >= w.memory_bytes &&
             int64_t{p.compute_slices} * 1000 >= w.compute_milli * m.mig_compute_slices) {
+          while (min_k <= kMaxK && !profile_limited(p, min_k)) {
+            ++min_k;
+          }
           share = std::min(share,
                            std::min<long double>(
                                static_cast<long double>(p.memory_slices) / m.mig_memory_slices,
@@ -201,6 +231,7 @@ LowerBounds PoolLowerBounds(const model::Pool& pool, const model::WorkloadSet& w
           MaxSlots(pool.gpu_memory_bytes, w.memory_bytes, w.compute_milli, 1.0, options.max_slots);
       if (k >= 2) {
         share = std::min(share, 1.0L / k);
+        min_k = std::max(min_k, k);
       }
     }
     if (w.isolation == Isolation::kNone && options.allow_time_slicing) {
@@ -208,9 +239,13 @@ LowerBounds PoolLowerBounds(const model::Pool& pool, const model::WorkloadSet& w
                        options.time_slicing_oversubscription, options.max_slots);
       if (k >= 2) {
         share = std::min(share, 1.0L / k);
+        min_k = std::max(min_k, k);
       }
     }
     least_share += share * replicas;
+    for (int k = min_k; k <= kMaxK; ++k) {
+      limited[k] += replicas;
+    }
     bool mig_only = w.isolation == Isolation::kFull;
     int profile = mig_only ? SmallestMigProfile(pool, w.memory_bytes, w.compute_milli) : -1;
     if (mig_only && profile < 0) {
@@ -235,7 +270,11 @@ LowerBounds PoolLowerBounds(const model::Pool& pool, const model::WorkloadSet& w
   }
   LowerBounds out;
   out.simple = static_cast<int>(whole + shared);
-  out.slot_aware = static_cast<int>(ceil_ld(least_share));
+  int64_t counting = 0;
+  for (int k = 1; k <= kMaxK; ++k) {
+    counting = std::max(counting, CeilDiv(limited[k], std::max(k, per_gpu[k])));
+  }
+  out.shape_aware = static_cast<int>(std::max(ceil_ld(least_share), counting));
   return out;
 }
 
@@ -434,7 +473,7 @@ Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
                                            before_price * kHoursPerMonth;
     }
     LowerBounds lb = PoolLowerBounds(pool, set, wr, options);
-    pp.lower_bound_gpus = std::max(lb.simple, lb.slot_aware);
+    pp.lower_bound_gpus = std::max(lb.simple, lb.shape_aware);
     pp.simple_lower_bound_gpus = lb.simple;
     plan.totals.simple_lower_bound_gpus += lb.simple;
     plan.totals.gpus_after += pp.gpus_used;

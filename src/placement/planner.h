@@ -26,10 +26,15 @@ struct LowerBounds {
   // MIG slice bound of full-isolation replicas (memory and SM slices of their smallest
   // profile).
   int simple = 0;
-  // Sum over replicas of the least share of one GPU each can take in any shape (1 exclusive,
-  // min(memory/8, SM/7) of a fitting MIG profile, 1/slots at its most MPS/time-slicing slots):
-  // it sees that slots are equal and MIG instances come in fixed sizes.
-  int slot_aware = 0;
+  // The larger of (a) the sum over replicas of the least share of one GPU each can take in any
+  // shape (1 exclusive, min(memory/8, SM/7) of a fitting MIG profile, 1/slots at its most
+  // MPS/time-slicing slots), which sees that slots are equal and MIG instances come in fixed
+  // sizes, and (b) a counting bound: call a shape k-limited when it is a whole GPU, MPS or
+  // time-slicing with at most k slots, or a MIG profile with more than 1/(k+1) of the GPU's SM
+  // or memory slices; a GPU holds at most max(k, m_k) replicas whose every shape is k-limited
+  // (m_k: the most k-limited instances in any legal MIG layout, by enumeration), so GPUs >=
+  // ceil(their number / max(k, m_k)) for each k = 1..7.
+  int shape_aware = 0;
 };
 LowerBounds PoolLowerBounds(const model::Pool& pool, const model::WorkloadSet& workloads,
                             const std::vector<std::pair<int, int>>& workload_replicas,
