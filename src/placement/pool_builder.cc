@@ -415,14 +415,30 @@ std::vector<std::string> PoolBuilder::SpreadFix(PoolPlan& plan,
     }
     return out;
   };
-  auto spread_ok = [&](int workload) {
-    std::vector<Where> at = locate(workload);
-    for (const Where& w : at) {
-      if (w.node != at[0].node) {
-        return true;
+  // Per workload: replicas per node, kept up to date by every swap and move below, so that
+  // checking a workload's spread costs O(1) rather than a scan of the pool.
+  const int num_workloads = static_cast<int>(workloads_.workloads.size());
+  std::vector<absl::flat_hash_map<int, int>> per_node(num_workloads);
+  std::vector<int> total(num_workloads, 0);
+  for (int n = 0; n < static_cast<int>(plan.nodes.size()); ++n) {
+    for (const GpuPlan& g : plan.nodes[n].gpus) {
+      for (const Tenant& t : g.tenants) {
+        ++per_node[t.workload][n];
       }
     }
-    return at.size() < 2;
+  }
+  for (const Member& m : members) {
+    total[m.workload] = m.replicas;
+  }
+  auto spread_ok = [&](int workload) {
+    return per_node[workload].size() >= 2 || total[workload] < 2;
+  };
+  auto shift = [&](int workload, int from, int to) {
+    auto it = per_node[workload].find(from);
+    if (--it->second == 0) {
+      per_node[workload].erase(it);
+    }
+    ++per_node[workload][to];
   };
   auto used_nodes = [&]() {
     int n = 0;
@@ -550,11 +566,15 @@ std::vector<std::string> PoolBuilder::SpreadFix(PoolPlan& plan,
           Tenant& b = ts[ti];
           std::swap(a.workload, b.workload);
           std::swap(a.replica, b.replica);
+          shift(m.workload, victim.node, n);
+          shift(w2, n, victim.node);
           if (spread_ok(w2) && spread_ok(m.workload)) {
             fixed = true;
           } else {
             std::swap(a.workload, b.workload);
             std::swap(a.replica, b.replica);
+            shift(m.workload, n, victim.node);
+            shift(w2, victim.node, n);
           }
         }
       }
@@ -568,6 +588,7 @@ std::vector<std::string> PoolBuilder::SpreadFix(PoolPlan& plan,
         Tenant t = plan.nodes[victim.node].gpus[victim.gpu].tenants[victim.tenant];
         if (add_tenant(n, gi, t, m.shape)) {
           remove_tenant(victim);
+          shift(m.workload, victim.node, n);
           fixed = true;
         }
       }
@@ -583,6 +604,7 @@ std::vector<std::string> PoolBuilder::SpreadFix(PoolPlan& plan,
       Tenant t = plan.nodes[victim.node].gpus[victim.gpu].tenants[victim.tenant];
       if (add_tenant(n, 0, t, m.shape)) {
         remove_tenant(victim);
+        shift(m.workload, victim.node, n);
         fixed = true;
       }
     }
