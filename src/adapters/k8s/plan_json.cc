@@ -192,13 +192,27 @@ std::string PlanReport(const model::Fleet& fleet, const model::WorkloadSet& set,
         if (g.tenants.empty()) {
           continue;
         }
+        std::string desc;
         if (g.mode == GpuMode::kMig) {
-          gpus.push_back(absl::StrCat("[", model::FormatLayout(*pool.gpu, g.layout), "]"));
+          desc = absl::StrCat("[", model::FormatLayout(*pool.gpu, g.layout), "]");
+        } else if (g.mode == GpuMode::kExclusive) {
+          desc = "[whole]";
         } else {
-          gpus.push_back(
-              absl::StrCat("[", placement::GpuModeName(g.mode), " x", g.tenants.size(), "]"));
+          desc = absl::StrCat("[", g.tenants.size(), "/", node.slots, "]");
         }
+        gpus.push_back(std::move(desc));
       }
+      // Runs of equal GPUs as "7x[whole]".
+      std::vector<std::string> runs;
+      for (size_t i = 0; i < gpus.size();) {
+        size_t j = i;
+        while (j < gpus.size() && gpus[j] == gpus[i]) {
+          ++j;
+        }
+        runs.push_back(j - i > 1 ? absl::StrCat(j - i, "x", gpus[i]) : gpus[i]);
+        i = j;
+      }
+      gpus = std::move(runs);
       std::string sharing = node.sharing == NodeSharing::kNone
                                 ? "none"
                                 : absl::StrCat(SharingName(node.sharing), "/", node.slots);
