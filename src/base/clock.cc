@@ -1,5 +1,7 @@
 #include "base/clock.h"
 
+#include <ctime>
+
 namespace tessera {
 
 absl::Time RealClock::Now() const {
@@ -33,5 +35,7 @@ bool SimulatedClock::SetTime(absl::Time t) {
   now_ = t;
   return true;
 }
+
+double ProcessCpuSeconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
 
 }  // namespace tessera

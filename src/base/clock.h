@@ -48,4 +48,7 @@ class SimulatedClock final : public Clock {
   absl::Time now_ ABSL_GUARDED_BY(mu_);
 };
 
+// CPU time this process has used, in seconds (for benchmarks that report CPU cost).
+double ProcessCpuSeconds();
+
 }  // namespace tessera

@@ -3,6 +3,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cmd/plan_command.h"
+#include "cmd/trace_bench_command.h"
 
 namespace {
 
@@ -39,6 +40,21 @@ int Main(int argc, char** argv) {
   plan_cmd->add_option("--device-plugin-namespace", plan.device_plugin_namespace,
                        "Namespace of the device-plugin ConfigMap (default gpu-operator)");
 
+  tessera::cmd::TraceBenchFlags bench;
+  CLI::App* bench_cmd = app.add_subcommand(
+      "trace-bench",
+      "Replay Alibaba's GPU-sharing trace through scheduling policies (FGD protocol)");
+  bench_cmd->add_option("--nodes", bench.nodes_file, "Node list CSV (openb_node_list_gpu_node.csv)")
+      ->required();
+  bench_cmd->add_option("--pods", bench.pods_file, "Pod list CSV (openb_pod_list_*.csv)")
+      ->required();
+  bench_cmd->add_option("--policy", bench.policies,
+                        "Comma-separated policies (random,bestfit,fgd)");
+  bench_cmd->add_option("--seeds", bench.seeds, "Seeds: a range 42-51 or a list 42,43");
+  bench_cmd->add_option("--inflate", bench.inflate,
+                        "Arrived GPU request as a multiple of capacity (default 1.3)");
+  bench_cmd->add_option("--json", bench.json_file, "Write per-run curves to this JSON file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -49,6 +65,9 @@ int Main(int argc, char** argv) {
     plan.options.allow_time_slicing = !no_ts;
     plan.options.spread_replicas = !no_spread;
     return tessera::cmd::RunPlan(plan);
+  }
+  if (bench_cmd->parsed()) {
+    return tessera::cmd::RunTraceBench(bench);
   }
   return 1;
 }

@@ -71,6 +71,22 @@ absl::Status WriteDurably(const fs::path& path, const std::string& content, bool
 
 }  // namespace
 
+absl::Status WriteFileAtomically(const std::string& path_in, const std::string& content) {
+  fs::path path(path_in);
+  fs::path tmp = path;
+  tmp += ".tmp";
+  if (absl::Status s = WriteDurably(tmp, content, false); !s.ok()) {
+    return s;
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return absl::InternalError(absl::StrCat(path_in, ": cannot write: ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status OutputDir::Commit(const std::string& dir_in) const {
   fs::path dir = fs::path(dir_in).lexically_normal();
   if (dir.filename().empty()) {

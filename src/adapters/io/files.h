@@ -20,6 +20,10 @@ namespace tessera::adapters {
 // The whole file; NotFound / PermissionDenied / Internal naming the path.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
+// Writes `content` to `path` through a temporary sibling and a rename: readers see the old file
+// or the new one, never a part.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& content);
+
 class OutputDir {
  public:
   // Adds a file at a relative path (subdirectories allowed; ".." and absolute paths are not).

@@ -1,0 +1,152 @@
+#include "adapters/trace/openb_csv.h"
+
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace tessera::adapters {
+namespace {
+
+using placement::gpushare::NodeSpec;
+using placement::gpushare::PodSpec;
+
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<int> lines;  // 1-based line of each row
+};
+
+absl::StatusOr<Table> ParseCsv(const std::string& file, const std::string& text,
+                               const std::vector<std::string>& required) {
+  Table t;
+  int line = 0;
+  for (absl::string_view raw : absl::StrSplit(text, '\n')) {
+    ++line;
+    absl::string_view l = absl::StripSuffix(raw, "\r");
+    if (l.empty()) {
+      continue;
+    }
+    std::vector<std::string> cells = absl::StrSplit(l, ',');
+    if (t.header.empty()) {
+      t.header = cells;
+      continue;
+    }
+    if (cells.size() != t.header.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, ":", line, ": expected ", t.header.size(), " columns, found ", cells.size()));
+    }
+    t.rows.push_back(std::move(cells));
+    t.lines.push_back(line);
+  }
+  if (t.header.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": empty file (expected a CSV header)"));
+  }
+  for (const std::string& col : required) {
+    if (std::find(t.header.begin(), t.header.end(), col) == t.header.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(file, ":1: missing column \"", col, "\""));
+    }
+  }
+  return t;
+}
+
+int Column(const Table& t, const std::string& name) {
+  auto it = std::find(t.header.begin(), t.header.end(), name);
+  return it == t.header.end() ? -1 : static_cast<int>(it - t.header.begin());
+}
+
+absl::StatusOr<int64_t> Int(const std::string& file, const Table& t, size_t row, int col,
+                            int64_t min, int64_t max) {
+  int64_t v = 0;
+  const std::string& cell = t.rows[row][col];
+  if (!absl::SimpleAtoi(cell, &v) || v < min || v > max) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ":", t.lines[row], ": column ",
+                                                   t.header[col], ": expected an integer from ",
+                                                   min, " to ", max, ", found \"", cell, "\""));
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<NodeSpec>> ParseOpenbNodes(const std::string& file,
+                                                      const std::string& text) {
+  absl::StatusOr<Table> t = ParseCsv(file, text, {"sn", "cpu_milli", "memory_mib", "gpu", "model"});
+  if (!t.ok()) {
+    return t.status();
+  }
+  std::vector<NodeSpec> out;
+  int sn = Column(*t, "sn"), cpu = Column(*t, "cpu_milli"), mem = Column(*t, "memory_mib"),
+      gpu = Column(*t, "gpu"), model = Column(*t, "model");
+  for (size_t r = 0; r < t->rows.size(); ++r) {
+    NodeSpec n;
+    n.name = t->rows[r][sn];
+    absl::StatusOr<int64_t> c = Int(file, *t, r, cpu, 0, int64_t{1} << 40);
+    absl::StatusOr<int64_t> m = Int(file, *t, r, mem, 0, int64_t{1} << 40);
+    absl::StatusOr<int64_t> g = Int(file, *t, r, gpu, 0, 64);
+    for (const auto* s : {&c, &m, &g}) {
+      if (!s->ok()) {
+        return s->status();
+      }
+    }
+    n.cpu_milli = *c;
+    n.memory_mib = *m;
+    n.gpus = static_cast<int>(*g);
+    n.model = t->rows[r][model];
+    if (n.gpus > 0 && n.model.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ":", t->lines[r], ": column model: empty for a node with GPUs"));
+    }
+    out.push_back(std::move(n));
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": no nodes"));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<PodSpec>> ParseOpenbPods(const std::string& file,
+                                                    const std::string& text) {
+  absl::StatusOr<Table> t =
+      ParseCsv(file, text, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"});
+  if (!t.ok()) {
+    return t.status();
+  }
+  std::vector<PodSpec> out;
+  int name = Column(*t, "name"), cpu = Column(*t, "cpu_milli"), mem = Column(*t, "memory_mib"),
+      num = Column(*t, "num_gpu"), milli = Column(*t, "gpu_milli"), spec = Column(*t, "gpu_spec");
+  for (size_t r = 0; r < t->rows.size(); ++r) {
+    PodSpec p;
+    p.name = t->rows[r][name];
+    absl::StatusOr<int64_t> c = Int(file, *t, r, cpu, 0, int64_t{1} << 40);
+    absl::StatusOr<int64_t> m = Int(file, *t, r, mem, 0, int64_t{1} << 40);
+    absl::StatusOr<int64_t> n = Int(file, *t, r, num, 0, 64);
+    absl::StatusOr<int64_t> g = Int(file, *t, r, milli, 0, 1000);
+    for (const auto* s : {&c, &m, &n, &g}) {
+      if (!s->ok()) {
+        return s->status();
+      }
+    }
+    p.cpu_milli = *c;
+    p.memory_mib = *m;
+    p.num_gpu = static_cast<int>(*n);
+    p.gpu_milli = *g;
+    if ((p.num_gpu == 0) != (p.gpu_milli == 0) || (p.num_gpu > 1 && p.gpu_milli != 1000)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, ":", t->lines[r], ": num_gpu ", p.num_gpu, " with gpu_milli ", p.gpu_milli,
+          " (expected 0 with 0, 1 with 1-1000, or several GPUs with 1000)"));
+    }
+    if (spec >= 0 && !t->rows[r][spec].empty()) {
+      p.gpu_spec = absl::StrSplit(t->rows[r][spec], '|', absl::SkipEmpty());
+    }
+    out.push_back(std::move(p));
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": no pods"));
+  }
+  return out;
+}
+
+}  // namespace tessera::adapters

@@ -1,0 +1,145 @@
+#include "cmd/trace_bench_command.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "adapters/io/files.h"
+#include "adapters/trace/openb_csv.h"
+#include "nlohmann/json.hpp"
+#include "sim/trace_bench.h"
+
+namespace tessera::cmd {
+namespace {
+
+// "42-51" or "42,43,50".
+absl::StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
+  std::vector<uint64_t> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::vector<std::string> range = absl::StrSplit(part, '-');
+    uint64_t a = 0, b = 0;
+    if (range.size() == 1 && absl::SimpleAtoi(range[0], &a)) {
+      out.push_back(a);
+    } else if (range.size() == 2 && absl::SimpleAtoi(range[0], &a) &&
+               absl::SimpleAtoi(range[1], &b) && a <= b && b - a < 10000) {
+      for (uint64_t s = a; s <= b; ++s) {
+        out.push_back(s);
+      }
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--seeds: \"", part, "\" is not a seed or a range (expected e.g. 42-51 or 42,43)"));
+    }
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError("--seeds: no seeds");
+  }
+  return out;
+}
+
+}  // namespace
+
+int RunTraceBench(const TraceBenchFlags& flags) {
+  auto fail = [](const absl::Status& s) {
+    std::cerr << "tessera trace-bench: " << s.message() << "\n";
+    return 1;
+  };
+  absl::StatusOr<std::vector<uint64_t>> seeds = ParseSeeds(flags.seeds);
+  if (!seeds.ok()) {
+    return fail(seeds.status());
+  }
+  if (!(flags.inflate > 0 && flags.inflate <= 10)) {
+    return fail(absl::InvalidArgumentError("--inflate: expected a ratio above 0, such as 1.3"));
+  }
+  absl::StatusOr<std::string> nodes_text = adapters::ReadFile(flags.nodes_file);
+  if (!nodes_text.ok()) {
+    return fail(nodes_text.status());
+  }
+  absl::StatusOr<std::string> pods_text = adapters::ReadFile(flags.pods_file);
+  if (!pods_text.ok()) {
+    return fail(pods_text.status());
+  }
+  auto nodes = adapters::ParseOpenbNodes(flags.nodes_file, *nodes_text);
+  if (!nodes.ok()) {
+    return fail(nodes.status());
+  }
+  auto pods = adapters::ParseOpenbPods(flags.pods_file, *pods_text);
+  if (!pods.ok()) {
+    return fail(pods.status());
+  }
+  int64_t total_gpus = 0;
+  for (const auto& n : *nodes) {
+    total_gpus += n.gpus;
+  }
+  std::vector<std::string> policies = absl::StrSplit(flags.policies, ',', absl::SkipEmpty());
+  std::vector<sim::RunResult> runs;
+  for (const std::string& policy : policies) {
+    for (uint64_t seed : *seeds) {
+      absl::StatusOr<sim::RunResult> r =
+          sim::RunTraceBench(*nodes, *pods, policy, seed, flags.inflate);
+      if (!r.ok()) {
+        return fail(r.status());
+      }
+      runs.push_back(*r);
+    }
+  }
+  // Table: mean over seeds.
+  const int points[] = {70, 80, 90, 95, 100, 110, 120, 130};
+  std::printf("%-10s", "policy");
+  for (int p : points) {
+    std::printf(" %7s", absl::StrCat("@", p).c_str());
+  }
+  std::printf(" %9s %7s %8s\n", "unalloc@100", "failed", "cpu_s");
+  for (const std::string& policy : policies) {
+    double alloc[std::size(points)] = {};
+    double unalloc = 0, failed = 0, seconds = 0;
+    int n = 0;
+    for (const sim::RunResult& r : runs) {
+      if (r.policy != policy) {
+        continue;
+      }
+      ++n;
+      for (size_t i = 0; i < std::size(points); ++i) {
+        alloc[i] += r.alloc_pct[points[i]];
+      }
+      unalloc += (1.0 - r.alloc_pct[100] / 100.0) * static_cast<double>(total_gpus);
+      failed += r.failed_pods;
+      seconds += r.runtime_s;
+    }
+    std::printf("%-10s", policy.c_str());
+    for (double a : alloc) {
+      std::printf(" %7.2f", a / n);
+    }
+    std::printf(" %11.0f %7.0f %8.2f\n", unalloc / n, failed / n, seconds);
+  }
+  if (!flags.json_file.empty()) {
+    nlohmann::json j;
+    j["nodes_file"] = flags.nodes_file;
+    j["pods_file"] = flags.pods_file;
+    j["total_gpus"] = total_gpus;
+    j["inflate"] = flags.inflate;
+    j["runs"] = nlohmann::json::array();
+    for (const sim::RunResult& r : runs) {
+      nlohmann::json alloc = nlohmann::json::object(), frag = nlohmann::json::object();
+      for (int b = 0; b <= sim::kMaxBucket; ++b) {
+        alloc[std::to_string(b)] = std::round(r.alloc_pct[b] * 100.0) / 100.0;
+        frag[std::to_string(b)] = std::round(r.frag_pct[b] * 100.0) / 100.0;
+      }
+      j["runs"].push_back({{"policy", r.policy},
+                           {"seed", r.seed},
+                           {"runtime_s", std::round(r.runtime_s * 1000.0) / 1000.0},
+                           {"failed_pods", r.failed_pods},
+                           {"alloc_pct", alloc},
+                           {"frag_pct", frag}});
+    }
+    if (absl::Status s = adapters::WriteFileAtomically(flags.json_file, j.dump(1) + "\n");
+        !s.ok()) {
+      return fail(s);
+    }
+  }
+  return 0;
+}
+
+}  // namespace tessera::cmd

@@ -1,0 +1,37 @@
+// Fragmentation of GPU-sharing nodes against a target workload, as FGD (USENIX ATC '23)
+// defines it (shared/reference/fgd-benchmark.md section 5): for a class m of tasks, node n's
+// fragment F_n(m) is all its free GPU share if m cannot run there at all, else the free slivers
+// of its GPUs too small for m; F_n(M) weights the classes by popularity. Used by the FGD policy
+// and by the trace benchmark's fragmentation curve.
+#pragma once
+
+#include <vector>
+
+#include "placement/gpushare/cluster_state.h"
+
+namespace tessera::placement::gpushare {
+
+struct TaskClass {
+  int64_t cpu_milli = 0;
+  int num_gpu = 0;
+  int64_t gpu_milli = 0;
+  std::vector<std::string> gpu_spec;
+  double weight = 0;  // popularity, sums to 1 over the workload
+  int64_t count = 0;  // tasks of this class in the source trace
+};
+
+struct TargetWorkload {
+  std::vector<TaskClass> classes;
+};
+
+// The target workload of a trace: tasks keyed by (cpu, per-GPU share, GPU count, allowed
+// models), CPU-only tasks included; keys by count (most popular first; ties by key), taken
+// `step` at a time until they cover `coverage` of all tasks; weights renormalised to 1.
+TargetWorkload BuildTargetWorkload(const std::vector<PodSpec>& pods, double coverage = 0.95,
+                                   int step = 10);
+
+// F_n(M) in milli-GPU for node `n` of `state`.
+double NodeFragmentation(const ClusterState& state, const NodeState& n,
+                         const TargetWorkload& target);
+
+}  // namespace tessera::placement::gpushare

@@ -1,0 +1,41 @@
+// Online scheduling policies for GPU-sharing clusters, in the Kubernetes scheduler framework's
+// shape: after Filter (ClusterState::Fits), Score gives a feasible node an integer 0-100 and
+// the GPUs the pod would take there; the scheduler picks the highest score (ties at random).
+// Definitions follow shared/reference/fgd-benchmark.md (sections 5 and 6).
+//
+// Example:
+//   std::unique_ptr<Policy> fgd = MakePolicy("fgd", target);
+//   Choice c = fgd->Score(state, node, pod);
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "placement/gpushare/cluster_state.h"
+#include "placement/gpushare/fragmentation.h"
+
+namespace tessera::placement::gpushare {
+
+struct Choice {
+  int64_t score = 0;
+  std::vector<int> gpus;
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string name() const = 0;
+  // Score of feasible node `node` for `pod` and the GPUs it would use. Deterministic.
+  virtual Choice Score(const ClusterState& state, int node, const PodSpec& pod) const = 0;
+  // Random picks a feasible node uniformly instead of scoring (see Scheduler).
+  virtual bool uniform_random() const { return false; }
+};
+
+// "random", "bestfit", "fgd". `target` is the FGD target workload (also used by nothing else).
+absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(const std::string& name,
+                                                   const TargetWorkload& target);
+std::vector<std::string> PolicyNames();
+
+}  // namespace tessera::placement::gpushare

@@ -1,0 +1,64 @@
+#include "placement/gpushare/scheduler.h"
+
+namespace tessera::placement::gpushare {
+
+Scheduler::Scheduler(ClusterState& state, const Policy& policy, Random& rng, int num_classes,
+                     std::vector<int> order, TieBreak ties)
+    : state_(state),
+      policy_(policy),
+      rng_(rng),
+      num_classes_(num_classes),
+      order_(std::move(order)),
+      ties_(ties),
+      cache_(static_cast<size_t>(state.size()) * num_classes) {
+  if (order_.empty()) {
+    for (int n = 0; n < state.size(); ++n) {
+      order_.push_back(n);
+    }
+  }
+}
+
+std::optional<Decision> Scheduler::Schedule(const PodSpec& pod, int pod_class) {
+  int best_node = -1;
+  int64_t best_score = INT64_MIN;
+  int ties = 0;
+  for (int n : order_) {
+    Entry& e = cache_[static_cast<size_t>(n) * num_classes_ + pod_class];
+    if (e.version != state_.node(n).version) {
+      e.version = state_.node(n).version;
+      e.fits = state_.Fits(n, pod);
+      e.choice = e.fits ? policy_.Score(state_, n, pod) : Choice{};
+    }
+    if (!e.fits) {
+      continue;
+    }
+    int64_t score = policy_.uniform_random() ? 0 : e.choice.score;
+    if (score > best_score) {
+      best_score = score;
+      best_node = n;
+      ties = 1;
+    } else if (score == best_score && (policy_.uniform_random() || ties_ == TieBreak::kRandom) &&
+               rng_.UniformInt(0, ties++) == 0) {
+      best_node = n;  // reservoir sampling: each tied node kept with equal probability
+    }
+  }
+  if (best_node < 0) {
+    return std::nullopt;
+  }
+  Decision d{best_node,
+             cache_[static_cast<size_t>(best_node) * num_classes_ + pod_class].choice.gpus};
+  if (policy_.uniform_random() && pod.sharing()) {
+    // Random GPU among those that fit.
+    const NodeState& n = state_.node(best_node);
+    int seen = 0;
+    for (size_t j = 0; j < n.gpu_free.size(); ++j) {
+      if (n.gpu_free[j] >= pod.gpu_milli && rng_.UniformInt(0, seen++) == 0) {
+        d.gpus = {static_cast<int>(j)};
+      }
+    }
+  }
+  state_.Assign(best_node, pod, d.gpus);
+  return d;
+}
+
+}  // namespace tessera::placement::gpushare

@@ -1,0 +1,164 @@
+#include "sim/trace_bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "base/clock.h"
+#include "base/random.h"
+#include "placement/gpushare/fragmentation.h"
+#include "placement/gpushare/policies.h"
+#include "placement/gpushare/scheduler.h"
+
+namespace tessera::sim {
+namespace {
+
+using placement::gpushare::ClusterState;
+using placement::gpushare::NodeSpec;
+using placement::gpushare::PodSpec;
+
+}  // namespace
+
+int RoundHalfEven(double x) {
+  double r = std::nearbyint(x);  // default rounding mode: to nearest, ties to even
+  return static_cast<int>(r);
+}
+
+absl::StatusOr<RunResult> RunTraceBench(const std::vector<NodeSpec>& nodes,
+                                        std::vector<PodSpec> pods, const std::string& policy_name,
+                                        uint64_t seed, double inflate,
+                                        placement::gpushare::TieBreak ties) {
+  const double start = ProcessCpuSeconds();
+  std::sort(pods.begin(), pods.end(),
+            [](const PodSpec& a, const PodSpec& b) { return a.name < b.name; });
+  const placement::gpushare::TargetWorkload target = placement::gpushare::BuildTargetWorkload(pods);
+  absl::StatusOr<std::unique_ptr<placement::gpushare::Policy>> policy =
+      placement::gpushare::MakePolicy(policy_name, target);
+  if (!policy.ok()) {
+    return policy.status();
+  }
+  ClusterState state(nodes);
+  Random rng(seed);
+
+  // Order: the name-sorted trace shuffled; then inflation draws from the name-sorted trace.
+  std::vector<int> order(pods.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    order[i] = static_cast<int>(i);
+  }
+  rng.Shuffle(order);
+  const double capacity = static_cast<double>(state.total_gpu_milli());
+  const double goal = inflate * capacity;
+  double requested = 0;
+  for (const PodSpec& p : pods) {
+    requested += static_cast<double>(p.gpu_request());
+  }
+  if (requested <= goal) {
+    while (true) {
+      int i = static_cast<int>(rng.UniformInt(0, static_cast<int64_t>(pods.size()) - 1));
+      if (requested + static_cast<double>(pods[i].gpu_milli) > goal) {
+        break;
+      }
+      order.push_back(i);
+      requested += static_cast<double>(pods[i].gpu_request());
+    }
+  } else {
+    while (requested > goal && !order.empty()) {
+      size_t k = static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(order.size()) - 1));
+      requested -= static_cast<double>(pods[order[k]].gpu_request());
+      order.erase(order.begin() + static_cast<long>(k));
+    }
+  }
+
+  // Pod classes for the score cache: equal requests and allowed models.
+  std::map<std::tuple<int64_t, int64_t, int, int64_t, std::vector<std::string>>, int> class_ids;
+  std::vector<int> class_of(pods.size());
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const PodSpec& p = pods[i];
+    auto key = std::make_tuple(p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli, p.gpu_spec);
+    auto [it, fresh] = class_ids.try_emplace(key, static_cast<int>(class_ids.size()));
+    class_of[i] = it->second;
+  }
+  // Node order: a random permutation per seed (the artifact prefixes node names randomly).
+  std::vector<int> node_order(state.size());
+  for (int n = 0; n < state.size(); ++n) {
+    node_order[n] = n;
+  }
+  rng.Shuffle(node_order);
+  placement::gpushare::Scheduler scheduler(state, **policy, rng, static_cast<int>(class_ids.size()),
+                                           node_order, ties);
+
+  // Fragmentation, kept per node and summed incrementally.
+  std::vector<double> node_frag(state.size());
+  double frag = 0;
+  for (int n = 0; n < state.size(); ++n) {
+    node_frag[n] = placement::gpushare::NodeFragmentation(state, state.node(n), target);
+    frag += node_frag[n];
+  }
+
+  struct Sample {
+    double arrived, alloc, frag;
+  };
+  std::vector<Sample> samples;
+  samples.push_back({0, 0, 100.0 * frag / capacity});
+  RunResult result;
+  result.policy = policy_name;
+  result.seed = seed;
+  double arrived = 0;
+  for (int i : order) {
+    const PodSpec& pod = pods[i];
+    arrived += static_cast<double>(pod.gpu_request());
+    std::optional<placement::gpushare::Decision> d = scheduler.Schedule(pod, class_of[i]);
+    if (!d.has_value()) {
+      ++result.failed_pods;
+    } else {
+      frag -= node_frag[d->node];
+      node_frag[d->node] =
+          placement::gpushare::NodeFragmentation(state, state.node(d->node), target);
+      frag += node_frag[d->node];
+    }
+    samples.push_back({100.0 * arrived / capacity,
+                       100.0 * static_cast<double>(state.used_gpu_milli()) / capacity,
+                       100.0 * frag / capacity});
+  }
+  result.pods = static_cast<int>(order.size());
+
+  // Buckets: mean of the samples whose arrived % rounds to the bucket; an empty bucket takes
+  // the samples within +-1 of it, or else the state after the last arrival below it.
+  std::vector<std::vector<const Sample*>> buckets(kMaxBucket + 1);
+  for (const Sample& s : samples) {
+    int b = std::clamp(RoundHalfEven(s.arrived), 0, kMaxBucket);
+    buckets[b].push_back(&s);
+  }
+  for (int b = 0; b <= kMaxBucket; ++b) {
+    std::vector<const Sample*> use = buckets[b];
+    if (use.empty()) {
+      for (const Sample& s : samples) {
+        if (std::fabs(s.arrived - b) <= 1.0) {
+          use.push_back(&s);
+        }
+      }
+    }
+    if (use.empty()) {
+      // A coarse trace: the state after the last arrival at or below the bucket.
+      const Sample* last = &samples.front();
+      for (const Sample& s : samples) {
+        if (s.arrived <= b) {
+          last = &s;
+        }
+      }
+      use.push_back(last);
+    }
+    double a = 0, f = 0;
+    for (const Sample* s : use) {
+      a += s->alloc;
+      f += s->frag;
+    }
+    result.alloc_pct[b] = a / static_cast<double>(use.size());
+    result.frag_pct[b] = f / static_cast<double>(use.size());
+  }
+  result.runtime_s = ProcessCpuSeconds() - start;
+  return result;
+}
+
+}  // namespace tessera::sim

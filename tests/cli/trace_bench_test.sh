@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# End-to-end test of `tessera trace-bench` on a small synthetic trace: the table, the JSON shape
+# (every bucket 0..130), and errors. Usage: trace_bench_test.sh path/to/tessera
+set -u
+TESSERA=${1:?usage: trace_bench_test.sh path/to/tessera}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+passed=0
+failed=0
+check() {
+  local name=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $name" >&2; fi
+}
+{
+  echo "sn,cpu_milli,memory_mib,gpu,model"
+  for i in $(seq 0 19); do echo "openb-node-$i,96000,786432,8,G2"; done
+  for i in $(seq 20 29); do echo "openb-node-$i,64000,262144,2,T4"; done
+} >"$WORK/nodes.csv"
+{
+  echo "name,cpu_milli,memory_mib,num_gpu,gpu_milli"
+  for i in $(seq 100 399); do
+    case $((i % 6)) in
+      0) echo "openb-pod-$i,8000,16384,0,0" ;;
+      1) echo "openb-pod-$i,12000,32768,1,1000" ;;
+      2) echo "openb-pod-$i,4000,8192,1,$((200 + (i % 7) * 100))" ;;
+      3) echo "openb-pod-$i,32000,65536,4,1000" ;;
+      *) echo "openb-pod-$i,6000,12288,1,$((300 + (i % 5) * 110))" ;;
+    esac
+  done
+} >"$WORK/pods.csv"
+"$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --policy random,bestfit,fgd \
+  --seeds 42-44 --inflate 1.3 --json "$WORK/out.json" >"$WORK/table.txt" 2>"$WORK/err.txt"
+check "exits 0" test $? -eq 0
+check "table has each policy" bash -c "grep -q '^random' '$WORK/table.txt' && grep -q '^bestfit' '$WORK/table.txt' && grep -q '^fgd' '$WORK/table.txt'"
+check "json shape" python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d['total_gpus'] == 180 and d['inflate'] == 1.3
+assert len(d['runs']) == 9
+for r in d['runs']:
+    assert sorted(int(k) for k in r['alloc_pct']) == list(range(131))
+    assert sorted(int(k) for k in r['frag_pct']) == list(range(131))
+    assert r['policy'] in ('random', 'bestfit', 'fgd') and r['seed'] in (42, 43, 44)
+    assert 0 < r['alloc_pct']['130'] <= 100 and r['failed_pods'] > 0
+" "$WORK/out.json"
+"$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --policy magic 2>"$WORK/e1"
+check "unknown policy refused" test $? -eq 1
+check "unknown policy lists known" grep -q 'expected one of: random, bestfit, fgd' "$WORK/e1"
+"$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --seeds 9-x 2>"$WORK/e2"
+check "bad seeds refused" grep -q -- '--seeds: "9-x"' "$WORK/e2"
+echo "openb-pod-x,1,1,2,500" >>"$WORK/pods.csv"
+"$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" 2>"$WORK/e3"
+check "bad row names line" grep -q 'pods.csv:302: num_gpu 2 with gpu_milli 500' "$WORK/e3"
+echo "trace_bench_test: $passed passed, $failed failed"
+test "$failed" -eq 0
