@@ -67,6 +67,9 @@ void ClusterState::Assign(int i, const PodSpec& pod, const std::vector<int>& gpu
     }
   }
   used_gpu_milli_ += static_cast<int64_t>(gpus.size()) * pod.gpu_milli;
+  if (pod.num_gpu > 0) {
+    ++n.affinity[pod.sharing() ? 0 : std::min(pod.num_gpu, 8)];
+  }
   ++n.version;
 }
 

@@ -6,6 +6,7 @@
 // be cached per (node, pod class) and only the changed node rescored.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct NodeState {
   std::vector<int64_t> gpu_free;  // milli per GPU
   int model = -1;                 // index into ClusterState::models(); -1 CPU-only
   uint64_t version = 0;
+  // GPU pods placed here by request type ("affinity"): [0] sharing pods, [k] k-whole-GPU pods
+  // (k = 1..8); GpuClustering bands nodes by it.
+  std::array<int, 9> affinity{};
 
   int64_t gpu_free_total() const;
 };

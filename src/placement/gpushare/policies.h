@@ -33,7 +33,8 @@ class Policy {
   virtual bool uniform_random() const { return false; }
 };
 
-// "random", "bestfit", "fgd". `target` is the FGD target workload (also used by nothing else).
+// "random", "dotprod", "clustering", "packing", "bestfit", "fgd". `target` is FGD's target
+// workload (the others ignore it).
 absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(const std::string& name,
                                                    const TargetWorkload& target);
 std::vector<std::string> PolicyNames();
