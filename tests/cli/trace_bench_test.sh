@@ -46,7 +46,7 @@ for r in d['runs']:
 " "$WORK/out.json"
 "$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --policy magic 2>"$WORK/e1"
 check "unknown policy refused" test $? -eq 1
-check "unknown policy lists known" grep -q 'expected one of: random, dotprod, clustering, packing, bestfit, fgd' "$WORK/e1"
+check "unknown policy lists known" grep -q 'expected one of: random, dotprod, clustering, packing, bestfit, fgd, tessera' "$WORK/e1"
 "$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --seeds 9-x 2>"$WORK/e2"
 check "bad seeds refused" grep -q -- '--seeds: "9-x"' "$WORK/e2"
 echo "openb-pod-x,1,1,2,500" >>"$WORK/pods.csv"

@@ -35,7 +35,24 @@ TargetWorkload BuildTargetWorkload(const std::vector<PodSpec>& pods, double cove
     c.weight = static_cast<double>(count) / static_cast<double>(covered);
     out.classes.push_back(std::move(c));
   }
+  out.Index();
   return out;
+}
+
+void TargetWorkload::Index() {
+  shares.clear();
+  share_of_class.clear();
+  for (const TaskClass& c : classes) {
+    if (c.gpu_milli <= 0) {
+      share_of_class.push_back(-1);
+      continue;
+    }
+    auto it = std::find(shares.begin(), shares.end(), c.gpu_milli);
+    share_of_class.push_back(static_cast<int>(it - shares.begin()));
+    if (it == shares.end()) {
+      shares.push_back(c.gpu_milli);
+    }
+  }
 }
 
 double NodeFragmentation(const ClusterState& state, const NodeState& n,
@@ -44,23 +61,43 @@ double NodeFragmentation(const ClusterState& state, const NodeState& n,
   if (free_total == 0) {
     return 0;
   }
-  double f = 0;
-  for (const TaskClass& m : target.classes) {
-    bool runs =
-        m.gpu_milli > 0 && state.ModelAllowed(n.model, m.gpu_spec) && n.cpu_free >= m.cpu_milli;
-    int64_t slivers = 0;
-    if (runs) {
-      int room = 0;
-      for (int64_t g : n.gpu_free) {
-        if (g >= m.gpu_milli) {
-          ++room;
-        } else {
-          slivers += g;
-        }
+  if (target.share_of_class.size() != target.classes.size()) {
+    TargetWorkload indexed = target;  // built by hand (tests): index a copy
+    indexed.Index();
+    return NodeFragmentation(state, n, indexed);
+  }
+  // Per distinct share: GPUs with room for it, and free slivers too small for it.
+  constexpr size_t kStack = 64;
+  int room_stack[kStack];
+  int64_t sliver_stack[kStack];
+  std::vector<int> room_heap;
+  std::vector<int64_t> sliver_heap;
+  int* room = room_stack;
+  int64_t* sliver = sliver_stack;
+  if (target.shares.size() > kStack) {
+    room_heap.resize(target.shares.size());
+    sliver_heap.resize(target.shares.size());
+    room = room_heap.data();
+    sliver = sliver_heap.data();
+  }
+  for (size_t s = 0; s < target.shares.size(); ++s) {
+    room[s] = 0;
+    sliver[s] = 0;
+    for (int64_t g : n.gpu_free) {
+      if (g >= target.shares[s]) {
+        ++room[s];
+      } else {
+        sliver[s] += g;
       }
-      runs = room >= m.num_gpu;
     }
-    f += m.weight * static_cast<double>(runs ? slivers : free_total);
+  }
+  double f = 0;
+  for (size_t i = 0; i < target.classes.size(); ++i) {
+    const TaskClass& m = target.classes[i];
+    const int s = target.share_of_class[i];
+    bool runs = s >= 0 && n.cpu_free >= m.cpu_milli && room[s] >= m.num_gpu &&
+                state.ModelAllowed(n.model, m.gpu_spec);
+    f += m.weight * static_cast<double>(runs ? sliver[s] : free_total);
   }
   return f;
 }

@@ -22,6 +22,12 @@ struct TaskClass {
 
 struct TargetWorkload {
   std::vector<TaskClass> classes;
+  // Derived by Index(): the distinct per-GPU shares of the GPU classes, and each class's
+  // position among them (-1 for CPU-only), so a node's GPUs are scanned once per share
+  // rather than once per class.
+  std::vector<int64_t> shares;
+  std::vector<int> share_of_class;
+  void Index();
 };
 
 // The target workload of a trace: tasks keyed by (cpu, per-GPU share, GPU count, allowed

@@ -135,3 +135,28 @@ TEST(Scheduler, PicksHighestScoreAndCachesPerNodeVersion) {
 
 }  // namespace
 }  // namespace tessera::placement::gpushare
+
+namespace tessera::placement::gpushare {
+namespace {
+
+TEST(TesseraPolicy, LearnsOnlyFromArrivals) {
+  auto policy = *MakePolicy("tessera", TargetWorkload{});
+  std::vector<NodeSpec> nodes = {{"a", 64000, 1 << 20, 2, "G2"}};
+  ClusterState s(nodes);
+  s.Assign(0, Pod(1000, 1, 400), {0});  // GPU0: 600 free, GPU1: 1000 free
+  // Nothing has arrived: no class to fragment for, every placement scores the same.
+  EXPECT_EQ(policy->epoch(), 0u);
+  Choice blind = policy->Score(s, 0, Pod(1000, 1, 500));
+  EXPECT_EQ(blind.score, 50);
+  // After 500-milli tasks arrive, it keeps GPU1 whole for them: putting this one on GPU0
+  // leaves a 100 sliver, on GPU1 a 500 hole that still fits one.
+  for (int i = 0; i < 4; ++i) {
+    policy->Observe(Pod(1000, 1, 500));
+  }
+  EXPECT_GT(policy->epoch(), 0u);
+  Choice learned = policy->Score(s, 0, Pod(1000, 1, 500));
+  EXPECT_EQ(learned.gpus, std::vector<int>{1});
+}
+
+}  // namespace
+}  // namespace tessera::placement::gpushare

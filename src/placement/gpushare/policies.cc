@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "placement/gpushare/tessera_policy.h"
 
 namespace tessera::placement::gpushare {
 namespace {
@@ -170,7 +171,7 @@ class ClusteringPolicy final : public Policy {
 }  // namespace
 
 std::vector<std::string> PolicyNames() {
-  return {"random", "dotprod", "clustering", "packing", "bestfit", "fgd"};
+  return {"random", "dotprod", "clustering", "packing", "bestfit", "fgd", "tessera"};
 }
 
 absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(const std::string& name,
@@ -183,6 +184,9 @@ absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(const std::string& name,
   }
   if (name == "fgd") {
     return std::unique_ptr<Policy>(new FgdPolicy(target));
+  }
+  if (name == "tessera") {
+    return MakeTesseraPolicy();
   }
   if (name == "dotprod") {
     return std::unique_ptr<Policy>(new DotProdPolicy());

@@ -31,6 +31,11 @@ class Policy {
   virtual Choice Score(const ClusterState& state, int node, const PodSpec& pod) const = 0;
   // Random picks a feasible node uniformly instead of scoring (see Scheduler).
   virtual bool uniform_random() const { return false; }
+  // Told of every arriving pod before it is scheduled (a policy may learn the workload from
+  // what has arrived so far, never from what is still to come).
+  virtual void Observe(const PodSpec& /*pod*/) {}
+  // Changes whenever Score's answers may change for an unchanged node (cached scores expire).
+  virtual uint64_t epoch() const { return 0; }
 };
 
 // "random", "dotprod", "clustering", "packing", "bestfit", "fgd". `target` is FGD's target

@@ -2,7 +2,7 @@
 
 namespace tessera::placement::gpushare {
 
-Scheduler::Scheduler(ClusterState& state, const Policy& policy, Random& rng, int num_classes,
+Scheduler::Scheduler(ClusterState& state, Policy& policy, Random& rng, int num_classes,
                      std::vector<int> order, TieBreak ties)
     : state_(state),
       policy_(policy),
@@ -19,13 +19,16 @@ Scheduler::Scheduler(ClusterState& state, const Policy& policy, Random& rng, int
 }
 
 std::optional<Decision> Scheduler::Schedule(const PodSpec& pod, int pod_class) {
+  policy_.Observe(pod);
+  const uint64_t epoch = policy_.epoch();
   int best_node = -1;
   int64_t best_score = INT64_MIN;
   int ties = 0;
   for (int n : order_) {
     Entry& e = cache_[static_cast<size_t>(n) * num_classes_ + pod_class];
-    if (e.version != state_.node(n).version) {
+    if (e.version != state_.node(n).version || e.epoch != epoch) {
       e.version = state_.node(n).version;
+      e.epoch = epoch;
       e.fits = state_.Fits(n, pod);
       e.choice = e.fits ? policy_.Score(state_, n, pod) : Choice{};
     }

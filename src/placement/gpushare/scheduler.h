@@ -33,7 +33,7 @@ class Scheduler {
   // pass to Schedule as dense ids 0..num_classes-1.
   // `order`: the order nodes are visited in (a permutation of 0..state.size()-1; empty: index
   // order).
-  Scheduler(ClusterState& state, const Policy& policy, Random& rng, int num_classes,
+  Scheduler(ClusterState& state, Policy& policy, Random& rng, int num_classes,
             std::vector<int> order = {}, TieBreak ties = TieBreak::kFirstInOrder);
 
   // Places `pod` (of class `pod_class`) and returns where, or nullopt when no node fits.
@@ -42,11 +42,12 @@ class Scheduler {
  private:
   struct Entry {
     uint64_t version = UINT64_MAX;
+    uint64_t epoch = 0;
     bool fits = false;
     Choice choice;
   };
   ClusterState& state_;
-  const Policy& policy_;
+  Policy& policy_;
   Random& rng_;
   int num_classes_;
   std::vector<int> order_;

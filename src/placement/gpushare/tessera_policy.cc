@@ -1,0 +1,72 @@
+#include "placement/gpushare/tessera_policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessera::placement::gpushare {
+namespace {
+
+class TesseraPolicy final : public Policy {
+ public:
+  explicit TesseraPolicy(double relearn_growth) : relearn_growth_(relearn_growth) {}
+  std::string name() const override { return "tessera"; }
+
+  void Observe(const PodSpec& pod) override {
+    seen_.push_back(pod);
+    if (static_cast<double>(seen_.size()) >= next_update_) {
+      // Every task class seen so far, weighted by how often it arrived: no cut-off, so rare
+      // but large classes (multi-GPU pods) also count when a placement would strand them.
+      target_ = BuildTargetWorkload(seen_, /*coverage=*/1.0);
+      next_update_ = std::max(next_update_ * relearn_growth_, next_update_ + 8);
+      ++epoch_;
+    }
+  }
+  uint64_t epoch() const override { return epoch_; }
+
+  Choice Score(const ClusterState& state, int node, const PodSpec& pod) const override {
+    const NodeState& n = state.node(node);
+    const double before = NodeFragmentation(state, n, target_);
+    NodeState after = n;
+    after.cpu_free -= pod.cpu_milli;
+    // FGD's score, trunc(100 sigmoid(-delta / 1000)): its coarseness makes near-equal
+    // placements tie, and ties go to the first node in order, which packs (measured: exact
+    // deltas with best-fit tie-breaks allocate less; docs/scheduler.md).
+    auto score_of = [&](const NodeState& s) {
+      double delta = NodeFragmentation(state, s, target_) - before;
+      return static_cast<int64_t>(100.0 / (1.0 + std::exp(delta / 1000.0)));
+    };
+    if (pod.sharing()) {
+      Choice best{-1, {}};
+      for (size_t j = 0; j < n.gpu_free.size(); ++j) {
+        if (n.gpu_free[j] < pod.gpu_milli) {
+          continue;
+        }
+        after.gpu_free[j] -= pod.gpu_milli;
+        int64_t s = score_of(after);
+        after.gpu_free[j] += pod.gpu_milli;
+        if (s > best.score) {
+          best = {s, {static_cast<int>(j)}};
+        }
+      }
+      return best;
+    }
+    std::vector<int> gpus = BestFitGpus(n, pod);
+    for (int g : gpus) {
+      after.gpu_free[g] -= pod.gpu_milli;
+    }
+    return {score_of(after), gpus};
+  }
+
+ private:
+  double relearn_growth_;
+  std::vector<PodSpec> seen_;
+  TargetWorkload target_;
+  double next_update_ = 1;
+  uint64_t epoch_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> MakeTesseraPolicy() { return std::make_unique<TesseraPolicy>(1.5); }
+
+}  // namespace tessera::placement::gpushare
