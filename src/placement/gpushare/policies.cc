@@ -44,35 +44,7 @@ class FgdPolicy final : public Policy {
   explicit FgdPolicy(TargetWorkload target) : target_(std::move(target)) {}
   std::string name() const override { return "fgd"; }
   Choice Score(const ClusterState& state, int node, const PodSpec& pod) const override {
-    const NodeState& n = state.node(node);
-    const double before = NodeFragmentation(state, n, target_);
-    NodeState after = n;
-    after.cpu_free -= pod.cpu_milli;
-    after.memory_free -= pod.memory_mib;
-    auto score_of = [&](const NodeState& s) {
-      double delta = NodeFragmentation(state, s, target_) - before;
-      return static_cast<int64_t>(100.0 / (1.0 + std::exp(delta / 1000.0)));
-    };
-    if (pod.sharing()) {
-      Choice best{-1, {}};
-      for (size_t j = 0; j < n.gpu_free.size(); ++j) {
-        if (n.gpu_free[j] < pod.gpu_milli) {
-          continue;
-        }
-        after.gpu_free[j] -= pod.gpu_milli;
-        int64_t s = score_of(after);
-        after.gpu_free[j] += pod.gpu_milli;
-        if (s > best.score) {
-          best = {s, {static_cast<int>(j)}};
-        }
-      }
-      return best;
-    }
-    std::vector<int> gpus = BestFitGpus(n, pod);  // lowest-index fully free GPUs
-    for (int g : gpus) {
-      after.gpu_free[g] -= pod.gpu_milli;
-    }
-    return {score_of(after), gpus};
+    return FgdChoice(state, node, pod, target_);
   }
 
  private:
@@ -169,6 +141,40 @@ class ClusteringPolicy final : public Policy {
 };
 
 }  // namespace
+
+Choice FgdChoice(const ClusterState& state, int node, const PodSpec& pod,
+                 const TargetWorkload& target) {
+  const NodeState& n = state.node(node);
+  const double before = NodeFragmentation(state, n, target);
+  NodeState after = n;
+  after.cpu_free -= pod.cpu_milli;
+  after.memory_free -= pod.memory_mib;
+  auto score_of = [&](const NodeState& s) {
+    double delta = NodeFragmentation(state, s, target) - before;
+    return static_cast<int64_t>(100.0 / (1.0 + std::exp(delta / 1000.0)));
+  };
+  if (pod.sharing()) {
+    // Every GPU with room; the best score wins, the first GPU on ties.
+    Choice best{-1, {}};
+    for (size_t j = 0; j < n.gpu_free.size(); ++j) {
+      if (n.gpu_free[j] < pod.gpu_milli) {
+        continue;
+      }
+      after.gpu_free[j] -= pod.gpu_milli;
+      int64_t s = score_of(after);
+      after.gpu_free[j] += pod.gpu_milli;
+      if (s > best.score) {
+        best = {s, {static_cast<int>(j)}};
+      }
+    }
+    return best;
+  }
+  std::vector<int> gpus = BestFitGpus(n, pod);  // lowest-index fully free GPUs
+  for (int g : gpus) {
+    after.gpu_free[g] -= pod.gpu_milli;
+  }
+  return {score_of(after), gpus};
+}
 
 std::vector<std::string> PolicyNames() {
   return {"random", "dotprod", "clustering", "packing", "bestfit", "fgd", "tessera"};

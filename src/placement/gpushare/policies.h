@@ -44,4 +44,10 @@ absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(const std::string& name,
                                                    const TargetWorkload& target);
 std::vector<std::string> PolicyNames();
 
+// FGD's choice on one node for `target`: the GPU (for a sharing pod) whose use grows the node's
+// fragmentation least, and the score trunc(100 sigmoid(-delta / 1000)). Shared by `fgd` and
+// `tessera`, which differ in where their target workload comes from.
+Choice FgdChoice(const ClusterState& state, int node, const PodSpec& pod,
+                 const TargetWorkload& target);
+
 }  // namespace tessera::placement::gpushare

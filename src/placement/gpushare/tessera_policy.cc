@@ -1,7 +1,6 @@
 #include "placement/gpushare/tessera_policy.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace tessera::placement::gpushare {
 namespace {
@@ -23,38 +22,11 @@ class TesseraPolicy final : public Policy {
   }
   uint64_t epoch() const override { return epoch_; }
 
+  // FGD's score: its coarseness makes near-equal placements tie, and ties go to the first node
+  // in order, which packs (measured: exact deltas with best-fit tie-breaks allocate less;
+  // docs/scheduler.md).
   Choice Score(const ClusterState& state, int node, const PodSpec& pod) const override {
-    const NodeState& n = state.node(node);
-    const double before = NodeFragmentation(state, n, target_);
-    NodeState after = n;
-    after.cpu_free -= pod.cpu_milli;
-    // FGD's score, trunc(100 sigmoid(-delta / 1000)): its coarseness makes near-equal
-    // placements tie, and ties go to the first node in order, which packs (measured: exact
-    // deltas with best-fit tie-breaks allocate less; docs/scheduler.md).
-    auto score_of = [&](const NodeState& s) {
-      double delta = NodeFragmentation(state, s, target_) - before;
-      return static_cast<int64_t>(100.0 / (1.0 + std::exp(delta / 1000.0)));
-    };
-    if (pod.sharing()) {
-      Choice best{-1, {}};
-      for (size_t j = 0; j < n.gpu_free.size(); ++j) {
-        if (n.gpu_free[j] < pod.gpu_milli) {
-          continue;
-        }
-        after.gpu_free[j] -= pod.gpu_milli;
-        int64_t s = score_of(after);
-        after.gpu_free[j] += pod.gpu_milli;
-        if (s > best.score) {
-          best = {s, {static_cast<int>(j)}};
-        }
-      }
-      return best;
-    }
-    std::vector<int> gpus = BestFitGpus(n, pod);
-    for (int g : gpus) {
-      after.gpu_free[g] -= pod.gpu_milli;
-    }
-    return {score_of(after), gpus};
+    return FgdChoice(state, node, pod, target_);
   }
 
  private:
