@@ -54,6 +54,9 @@ int Main(int argc, char** argv) {
   bench_cmd->add_option("--inflate", bench.inflate,
                         "Arrived GPU request as a multiple of capacity (default 1.3)");
   bench_cmd->add_option("--json", bench.json_file, "Write per-run curves to this JSON file");
+  bench_cmd->add_option("--ties", bench.ties,
+                        "Score ties: first (first node in the per-seed order, as the FGD artifact "
+                        "behaves) or random (kube-scheduler's reservoir sampling)");
 
   try {
     app.parse(argc, argv);

@@ -53,6 +53,15 @@ int RunTraceBench(const TraceBenchFlags& flags) {
   if (!(flags.inflate > 0 && flags.inflate <= 10)) {
     return fail(absl::InvalidArgumentError("--inflate: expected a ratio above 0, such as 1.3"));
   }
+  placement::gpushare::TieBreak ties;
+  if (flags.ties == "first") {
+    ties = placement::gpushare::TieBreak::kFirstInOrder;
+  } else if (flags.ties == "random") {
+    ties = placement::gpushare::TieBreak::kRandom;
+  } else {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--ties: expected first or random, found \"", flags.ties, "\"")));
+  }
   absl::StatusOr<std::string> nodes_text = adapters::ReadFile(flags.nodes_file);
   if (!nodes_text.ok()) {
     return fail(nodes_text.status());
@@ -78,7 +87,7 @@ int RunTraceBench(const TraceBenchFlags& flags) {
   for (const std::string& policy : policies) {
     for (uint64_t seed : *seeds) {
       absl::StatusOr<sim::RunResult> r =
-          sim::RunTraceBench(*nodes, *pods, policy, seed, flags.inflate);
+          sim::RunTraceBench(*nodes, *pods, policy, seed, flags.inflate, ties);
       if (!r.ok()) {
         return fail(r.status());
       }

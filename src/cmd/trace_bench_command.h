@@ -12,7 +12,8 @@ struct TraceBenchFlags {
   std::string policies = "fgd,bestfit";
   std::string seeds = "42-51";
   double inflate = 1.3;
-  std::string json_file;  // empty: no JSON
+  std::string json_file;       // empty: no JSON
+  std::string ties = "first";  // "first" (first node in the per-seed order) or "random"
 };
 
 // Exit status: 0 success; 1 bad input or I/O error.

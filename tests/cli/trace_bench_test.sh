@@ -49,6 +49,11 @@ check "unknown policy refused" test $? -eq 1
 check "unknown policy lists known" grep -q 'expected one of: random, dotprod, clustering, packing, bestfit, fgd, tessera' "$WORK/e1"
 "$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --seeds 9-x 2>"$WORK/e2"
 check "bad seeds refused" grep -q -- '--seeds: "9-x"' "$WORK/e2"
+"$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --policy fgd --seeds 42 \
+  --ties random >/dev/null 2>&1
+check "random ties run" test $? -eq 0
+"$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --ties maybe 2>"$WORK/e4"
+check "bad ties refused" grep -q -- '--ties: expected first or random' "$WORK/e4"
 echo "openb-pod-x,1,1,2,500" >>"$WORK/pods.csv"
 "$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" 2>"$WORK/e3"
 check "bad row names line" grep -q 'pods.csv:302: num_gpu 2 with gpu_milli 500' "$WORK/e3"
