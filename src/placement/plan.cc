@@ -32,6 +32,18 @@ const char* GpuModeName(GpuMode m) {
   return "?";
 }
 
+const char* NodeSharingName(NodeSharing s) {
+  switch (s) {
+    case NodeSharing::kNone:
+      return "none";
+    case NodeSharing::kMps:
+      return "mps";
+    case NodeSharing::kTimeSlicing:
+      return "time-slicing";
+  }
+  return "?";
+}
+
 int NodePlan::used_gpus() const {
   int n = 0;
   for (const GpuPlan& g : gpus) {

@@ -35,6 +35,7 @@ struct Shape {
 // Node-wide device-plugin configuration: MPS and time-slicing apply to every GPU of a node
 // with one replica count (k8s-device-plugin strips per-device overrides).
 enum class NodeSharing { kNone, kMps, kTimeSlicing };
+const char* NodeSharingName(NodeSharing s);  // "none", "mps", "time-slicing"
 
 struct Tenant {
   int workload = 0;       // index into the WorkloadSet

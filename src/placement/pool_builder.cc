@@ -161,24 +161,28 @@ Estimate PoolBuilder::Evaluate(const std::vector<Member>& members, bool spread) 
 
 namespace {
 
+// A node of `gpus` idle GPUs, indexed 0..gpus-1.
+NodePlan EmptyNode(int gpus, NodeSharing sharing = NodeSharing::kNone, int slots = 0) {
+  NodePlan n;
+  n.sharing = sharing;
+  n.slots = slots;
+  n.gpus.resize(gpus);
+  for (int i = 0; i < gpus; ++i) {
+    n.gpus[i].index = i;
+  }
+  return n;
+}
+
 // Node-building helpers over one PoolPlan.
 class Layout {
  public:
   Layout(PoolPlan& plan, int gpus_per_node) : plan_(plan), gpn_(gpus_per_node) {}
 
   int NewNode(NodeSharing sharing, int slots) {
-    NodePlan n;
-    n.sharing = sharing;
-    n.slots = slots;
-    n.gpus.resize(gpn_);
-    for (int i = 0; i < gpn_; ++i) {
-      n.gpus[i].index = i;
-    }
-    plan_.nodes.push_back(std::move(n));
+    plan_.nodes.push_back(EmptyNode(gpn_, sharing, slots));
     free_.push_back(gpn_);
     return static_cast<int>(plan_.nodes.size()) - 1;
   }
-  int Free(int node) const { return free_[node]; }
   // The node among `nodes` with the most free GPUs (at least `need`), or -1.
   int MostFree(const std::vector<int>& nodes, int need) const {
     int best = -1;
@@ -198,10 +202,9 @@ class Layout {
         return g;
       }
     }
-    // Callers check Free() first; reaching here is a bug in the builder.
+    // Callers pick nodes through MostFree(); reaching here is a bug in the builder.
     std::abort();
   }
-  void Release(int node) { ++free_[node]; }
 
  private:
   PoolPlan& plan_;
@@ -372,12 +375,7 @@ PoolPlan PoolBuilder::Build(const std::vector<Member>& members, bool spread,
     out.gpus_used += n.used_gpus();
   }
   while (static_cast<int>(out.nodes.size()) < pool_.nodes) {
-    NodePlan n;
-    n.gpus.resize(pool_.gpus_per_node);
-    for (int i = 0; i < pool_.gpus_per_node; ++i) {
-      n.gpus[i].index = i;
-    }
-    out.nodes.push_back(std::move(n));
+    out.nodes.push_back(EmptyNode(pool_.gpus_per_node));
   }
   int fresh = 0;
   for (size_t i = 0; i < out.nodes.size(); ++i) {
@@ -599,8 +597,9 @@ std::vector<std::string> PoolBuilder::SpreadFix(PoolPlan& plan,
           m.shape.kind == ShapeKind::kMps || m.shape.kind == ShapeKind::kTimeSlicing
               ? SharingOf(m.shape.kind)
               : NodeSharing::kNone;
-      Layout extra(plan, pool_.gpus_per_node);
-      int n = extra.NewNode(sharing, sharing == NodeSharing::kNone ? 0 : m.shape.slots);
+      plan.nodes.push_back(EmptyNode(pool_.gpus_per_node, sharing,
+                                     sharing == NodeSharing::kNone ? 0 : m.shape.slots));
+      const int n = static_cast<int>(plan.nodes.size()) - 1;
       Tenant t = plan.nodes[victim.node].gpus[victim.gpu].tenants[victim.tenant];
       if (add_tenant(n, 0, t, m.shape)) {
         remove_tenant(victim);

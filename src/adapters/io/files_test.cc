@@ -10,6 +10,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
+int Entries(const fs::path& dir) {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) {
+    ++n;
+  }
+  return n;
+}
+
 class OutputDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -39,12 +47,7 @@ TEST_F(OutputDirTest, WritesAllFilesAndReplacesOldDirectory) {
   EXPECT_FALSE(fs::exists(dir / "stale"));
   EXPECT_NE(fs::status(dir / "labels.sh").permissions() & fs::perms::owner_exec, fs::perms::none);
   // No temporary or old directories are left beside it.
-  int entries = 0;
-  for (const auto& e : fs::directory_iterator(root_)) {
-    (void)e;
-    ++entries;
-  }
-  EXPECT_EQ(entries, 1);
+  EXPECT_EQ(Entries(root_), 1);
 }
 
 TEST_F(OutputDirTest, FailureLeavesTheOldDirectoryUntouched) {
@@ -64,12 +67,7 @@ TEST_F(OutputDirTest, FailureLeavesTheOldDirectoryUntouched) {
   out.Add("plan.json", "{}");
   EXPECT_FALSE(out.Commit(file.string()).ok());
   EXPECT_EQ(*ReadFile(file.string()), "keep");
-  int entries = 0;
-  for (const auto& e : fs::directory_iterator(root_)) {
-    (void)e;
-    ++entries;
-  }
-  EXPECT_EQ(entries, 2);
+  EXPECT_EQ(Entries(root_), 2);
 }
 
 TEST(ReadFile, Errors) {

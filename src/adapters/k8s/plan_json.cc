@@ -18,18 +18,6 @@ using placement::ShapeKind;
 
 double Round2(double x) { return std::round(x * 100.0) / 100.0; }
 
-const char* SharingName(NodeSharing s) {
-  switch (s) {
-    case NodeSharing::kNone:
-      return "none";
-    case NodeSharing::kMps:
-      return "mps";
-    case NodeSharing::kTimeSlicing:
-      return "time-slicing";
-  }
-  return "?";
-}
-
 std::string ShapeText(const model::Pool& pool, const placement::Shape& s) {
   switch (s.kind) {
     case ShapeKind::kExclusive:
@@ -85,7 +73,7 @@ std::string PlanJson(const model::Fleet& fleet, const model::WorkloadSet& set,
       json jn = {{"name", node.name},
                  {"exists", node.exists},
                  {"used", node.used_gpus() > 0},
-                 {"sharing", SharingName(node.sharing)},
+                 {"sharing", placement::NodeSharingName(node.sharing)},
                  {"replicas_per_gpu", node.slots},
                  {"mig_config", configs.nodes[p][n].mig_config},
                  {"device_plugin_config", configs.nodes[p][n].device_plugin_config},
@@ -213,9 +201,10 @@ std::string PlanReport(const model::Fleet& fleet, const model::WorkloadSet& set,
         i = j;
       }
       gpus = std::move(runs);
-      std::string sharing = node.sharing == NodeSharing::kNone
-                                ? "none"
-                                : absl::StrCat(SharingName(node.sharing), "/", node.slots);
+      std::string sharing =
+          node.sharing == NodeSharing::kNone
+              ? "none"
+              : absl::StrCat(placement::NodeSharingName(node.sharing), "/", node.slots);
       absl::StrAppendFormat(&out, "  %-14s %-13s %d/%-7d %s%s\n", node.name, sharing,
                             node.used_gpus(), node.gpus.size(),
                             node.used_gpus() == 0 ? "(free: can be removed)" : "",

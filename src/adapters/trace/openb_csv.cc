@@ -1,6 +1,8 @@
 #include "adapters/trace/openb_csv.h"
 
-#include <map>
+#include <algorithm>
+#include <initializer_list>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -69,6 +71,22 @@ absl::StatusOr<int64_t> Int(const std::string& file, const Table& t, size_t row,
   return v;
 }
 
+constexpr int64_t kMaxQuantity = int64_t{1} << 40;
+
+// The cells (column, max) of row `row` as integers from 0 to max, or the first error.
+absl::StatusOr<std::vector<int64_t>> Ints(const std::string& file, const Table& t, size_t row,
+                                          std::initializer_list<std::pair<int, int64_t>> cells) {
+  std::vector<int64_t> out;
+  for (const auto& [col, max] : cells) {
+    absl::StatusOr<int64_t> v = Int(file, t, row, col, 0, max);
+    if (!v.ok()) {
+      return v.status();
+    }
+    out.push_back(*v);
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<NodeSpec>> ParseOpenbNodes(const std::string& file,
@@ -83,17 +101,14 @@ absl::StatusOr<std::vector<NodeSpec>> ParseOpenbNodes(const std::string& file,
   for (size_t r = 0; r < t->rows.size(); ++r) {
     NodeSpec n;
     n.name = t->rows[r][sn];
-    absl::StatusOr<int64_t> c = Int(file, *t, r, cpu, 0, int64_t{1} << 40);
-    absl::StatusOr<int64_t> m = Int(file, *t, r, mem, 0, int64_t{1} << 40);
-    absl::StatusOr<int64_t> g = Int(file, *t, r, gpu, 0, 64);
-    for (const auto* s : {&c, &m, &g}) {
-      if (!s->ok()) {
-        return s->status();
-      }
+    absl::StatusOr<std::vector<int64_t>> v =
+        Ints(file, *t, r, {{cpu, kMaxQuantity}, {mem, kMaxQuantity}, {gpu, 64}});
+    if (!v.ok()) {
+      return v.status();
     }
-    n.cpu_milli = *c;
-    n.memory_mib = *m;
-    n.gpus = static_cast<int>(*g);
+    n.cpu_milli = (*v)[0];
+    n.memory_mib = (*v)[1];
+    n.gpus = static_cast<int>((*v)[2]);
     n.model = t->rows[r][model];
     if (n.gpus > 0 && n.model.empty()) {
       return absl::InvalidArgumentError(
@@ -120,19 +135,15 @@ absl::StatusOr<std::vector<PodSpec>> ParseOpenbPods(const std::string& file,
   for (size_t r = 0; r < t->rows.size(); ++r) {
     PodSpec p;
     p.name = t->rows[r][name];
-    absl::StatusOr<int64_t> c = Int(file, *t, r, cpu, 0, int64_t{1} << 40);
-    absl::StatusOr<int64_t> m = Int(file, *t, r, mem, 0, int64_t{1} << 40);
-    absl::StatusOr<int64_t> n = Int(file, *t, r, num, 0, 64);
-    absl::StatusOr<int64_t> g = Int(file, *t, r, milli, 0, 1000);
-    for (const auto* s : {&c, &m, &n, &g}) {
-      if (!s->ok()) {
-        return s->status();
-      }
+    absl::StatusOr<std::vector<int64_t>> v =
+        Ints(file, *t, r, {{cpu, kMaxQuantity}, {mem, kMaxQuantity}, {num, 64}, {milli, 1000}});
+    if (!v.ok()) {
+      return v.status();
     }
-    p.cpu_milli = *c;
-    p.memory_mib = *m;
-    p.num_gpu = static_cast<int>(*n);
-    p.gpu_milli = *g;
+    p.cpu_milli = (*v)[0];
+    p.memory_mib = (*v)[1];
+    p.num_gpu = static_cast<int>((*v)[2]);
+    p.gpu_milli = (*v)[3];
     if ((p.num_gpu == 0) != (p.gpu_milli == 0) || (p.num_gpu > 1 && p.gpu_milli != 1000)) {
       return absl::InvalidArgumentError(absl::StrCat(
           file, ":", t->lines[r], ": num_gpu ", p.num_gpu, " with gpu_milli ", p.gpu_milli,
