@@ -3,6 +3,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cmd/plan_command.h"
+#include "cmd/scheduler_extender_command.h"
 #include "cmd/trace_bench_command.h"
 
 namespace {
@@ -58,6 +59,24 @@ int Main(int argc, char** argv) {
                         "Score ties: first (first node in the per-seed order, as the FGD artifact "
                         "behaves) or random (kube-scheduler's reservoir sampling)");
 
+  tessera::cmd::ExtenderFlags ext;
+  CLI::App* ext_cmd =
+      app.add_subcommand("scheduler-extender",
+                         "Serve kube-scheduler's HTTP extender protocol (filter, prioritize, "
+                         "bind) with the GPU-sharing scheduler");
+  ext_cmd->add_option("--listen", ext.listen, "HOST:PORT to serve on (default 0.0.0.0:8888)");
+  ext_cmd->add_option("--policy", ext.policy,
+                      "Scoring policy: tessera (default), fgd, bestfit, packing, clustering, "
+                      "dotprod, random");
+  ext_cmd->add_option("--kubeconfig", ext.kubeconfig,
+                      "kubeconfig for the API (default: the in-cluster service account)");
+  ext_cmd->add_option("--nodes", ext.nodes_file,
+                      "Start from this `kubectl get nodes -o json` instead of listing the API");
+  ext_cmd->add_option("--pods", ext.pods_file,
+                      "Start from this `kubectl get pods -A -o json` instead of listing the API");
+  ext_cmd->add_option("--resync", ext.resync_seconds,
+                      "Seconds between pod/node resyncs from the API (0: never; default 30)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -71,6 +90,9 @@ int Main(int argc, char** argv) {
   }
   if (bench_cmd->parsed()) {
     return tessera::cmd::RunTraceBench(bench);
+  }
+  if (ext_cmd->parsed()) {
+    return tessera::cmd::RunSchedulerExtender(ext);
   }
   return 1;
 }

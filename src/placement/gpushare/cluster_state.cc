@@ -15,20 +15,25 @@ int64_t NodeState::gpu_free_total() const {
 
 ClusterState::ClusterState(const std::vector<NodeSpec>& nodes) {
   for (const NodeSpec& spec : nodes) {
-    NodeState n;
-    n.cpu_free = spec.cpu_milli;
-    n.memory_free = spec.memory_mib;
-    n.gpu_free.assign(spec.gpus, kGpuMilli);
-    if (!spec.model.empty()) {
-      auto it = std::find(models_.begin(), models_.end(), spec.model);
-      n.model = static_cast<int>(it - models_.begin());
-      if (it == models_.end()) {
-        models_.push_back(spec.model);
-      }
-    }
-    total_gpu_milli_ += spec.gpus * kGpuMilli;
-    nodes_.push_back(std::move(n));
+    AddNode(spec);
   }
+}
+
+int ClusterState::AddNode(const NodeSpec& spec) {
+  NodeState n;
+  n.cpu_free = spec.cpu_milli;
+  n.memory_free = spec.memory_mib;
+  n.gpu_free.assign(spec.gpus, kGpuMilli);
+  if (!spec.model.empty()) {
+    auto it = std::find(models_.begin(), models_.end(), spec.model);
+    n.model = static_cast<int>(it - models_.begin());
+    if (it == models_.end()) {
+      models_.push_back(spec.model);
+    }
+  }
+  total_gpu_milli_ += spec.gpus * kGpuMilli;
+  nodes_.push_back(std::move(n));
+  return static_cast<int>(nodes_.size()) - 1;
 }
 
 bool ClusterState::ModelAllowed(int model, const std::vector<std::string>& spec) const {
@@ -69,6 +74,23 @@ void ClusterState::Assign(int i, const PodSpec& pod, const std::vector<int>& gpu
   used_gpu_milli_ += static_cast<int64_t>(gpus.size()) * pod.gpu_milli;
   if (pod.num_gpu > 0) {
     ++n.affinity[pod.sharing() ? 0 : std::min(pod.num_gpu, 8)];
+  }
+  ++n.version;
+}
+
+void ClusterState::Release(int i, const PodSpec& pod, const std::vector<int>& gpus) {
+  NodeState& n = nodes_[i];
+  n.cpu_free += pod.cpu_milli;
+  n.memory_free += pod.memory_mib;
+  for (int g : gpus) {
+    n.gpu_free[g] += pod.gpu_milli;
+    if (n.gpu_free[g] > kGpuMilli) {
+      std::abort();  // releasing what was never assigned is a bug
+    }
+  }
+  used_gpu_milli_ -= static_cast<int64_t>(gpus.size()) * pod.gpu_milli;
+  if (pod.num_gpu > 0) {
+    --n.affinity[pod.sharing() ? 0 : std::min(pod.num_gpu, 8)];
   }
   ++n.version;
 }

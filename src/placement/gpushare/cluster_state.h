@@ -52,6 +52,9 @@ class ClusterState {
  public:
   explicit ClusterState(const std::vector<NodeSpec>& nodes);
 
+  // Appends a node (all free) and returns its index.
+  int AddNode(const NodeSpec& spec);
+
   int size() const { return static_cast<int>(nodes_.size()); }
   const NodeState& node(int i) const { return nodes_[i]; }
   const std::vector<std::string>& models() const { return models_; }
@@ -67,6 +70,8 @@ class ClusterState {
   // Places `pod` on `node` using `gpus` (one index for a sharing pod, k for whole GPUs, none
   // for CPU-only). Requires Fits and that the GPUs have room.
   void Assign(int node, const PodSpec& pod, const std::vector<int>& gpus);
+  // Undoes Assign(node, pod, gpus) (a pod that left).
+  void Release(int node, const PodSpec& pod, const std::vector<int>& gpus);
 
  private:
   std::vector<NodeState> nodes_;

@@ -1,0 +1,465 @@
+#include "adapters/k8s/extender_protocol.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "adapters/k8s/decoders.h"
+#include "base/status.h"
+#include "base/units.h"
+#include "model/gpu_catalog.h"
+
+namespace tessera::adapters {
+namespace {
+
+using nlohmann::json;
+using placement::gpushare::Assignment;
+using placement::gpushare::GpuRequest;
+using placement::gpushare::kGpuMilli;
+using placement::gpushare::OnlineNode;
+
+absl::Status Bad(const std::string& path, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+}
+
+const char* TypeName(const json& j) { return j.type_name(); }
+
+// Member `key` of object `j` as Go's encoding/json finds it: the exact key, else the first
+// case-insensitive match. nullptr when absent or null.
+const json* Member(const json& j, absl::string_view key) {
+  if (!j.is_object()) {
+    return nullptr;
+  }
+  auto it = j.find(std::string(key));
+  if (it == j.end()) {
+    for (auto i = j.begin(); i != j.end(); ++i) {
+      if (absl::EqualsIgnoreCase(i.key(), key)) {
+        it = i;
+        break;
+      }
+    }
+  }
+  if (it == j.end() || it->is_null()) {
+    return nullptr;
+  }
+  return &*it;
+}
+
+absl::StatusOr<std::string> StringAt(const json& j, absl::string_view key, const std::string& path,
+                                     bool required) {
+  const json* v = Member(j, key);
+  if (v == nullptr) {
+    if (required) {
+      return Bad(absl::StrCat(path, ".", key), "required string missing");
+    }
+    return std::string();
+  }
+  if (!v->is_string()) {
+    return Bad(absl::StrCat(path, ".", key),
+               absl::StrCat("expected a string, found ", TypeName(*v)));
+  }
+  return v->get<std::string>();
+}
+
+absl::Status RequireObject(const json& j, const std::string& path) {
+  if (!j.is_object()) {
+    return Bad(path, absl::StrCat("expected an object, found ", TypeName(j)));
+  }
+  return absl::OkStatus();
+}
+
+// metadata.annotations[key] or metadata.labels[key]; "" when absent.
+absl::StatusOr<std::string> MetaString(const json& obj, absl::string_view map,
+                                       absl::string_view key, const std::string& path) {
+  const json* meta = Member(obj, "metadata");
+  if (meta == nullptr) {
+    return std::string();
+  }
+  const json* m = Member(*meta, map);
+  if (m == nullptr) {
+    return std::string();
+  }
+  std::string at = absl::StrCat(path, ".metadata.", map);
+  TESSERA_RETURN_IF_ERROR(RequireObject(*m, at));
+  auto it = m->find(std::string(key));
+  if (it == m->end() || it->is_null()) {
+    return std::string();
+  }
+  if (!it->is_string()) {
+    return Bad(absl::StrCat(at, "[\"", key, "\"]"),
+               absl::StrCat("expected a string, found ", TypeName(*it)));
+  }
+  return it->get<std::string>();
+}
+
+// Sum over containers of resources.limits (else requests) of `resource`, a whole count.
+absl::StatusOr<int64_t> ContainerResource(const json& pod, absl::string_view resource,
+                                          const std::string& path) {
+  const json* spec = Member(pod, "spec");
+  if (spec == nullptr) {
+    return 0;
+  }
+  const json* containers = Member(*spec, "containers");
+  if (containers == nullptr) {
+    return 0;
+  }
+  if (!containers->is_array()) {
+    return Bad(path + ".spec.containers", "expected an array");
+  }
+  int64_t total = 0;
+  for (size_t i = 0; i < containers->size(); ++i) {
+    std::string cpath = absl::StrCat(path, ".spec.containers[", i, "].resources");
+    const json* res = Member((*containers)[i], "resources");
+    if (res == nullptr) {
+      continue;
+    }
+    for (const char* kind : {"limits", "requests"}) {
+      const json* m = Member(*res, kind);
+      if (m == nullptr || !m->contains(std::string(resource))) {
+        continue;
+      }
+      const json& v = (*m)[std::string(resource)];
+      int64_t n = 0;
+      if (v.is_number_integer()) {
+        n = v.get<int64_t>();
+      } else if (!v.is_string() || !absl::SimpleAtoi(v.get<std::string>(), &n)) {
+        return Bad(absl::StrCat(cpath, ".", kind, "[\"", resource, "\"]"),
+                   absl::StrCat("expected a whole number of GPUs, found ", v.dump()));
+      }
+      if (n < 0 || n > 64) {
+        return Bad(absl::StrCat(cpath, ".", kind, "[\"", resource, "\"]"),
+                   absl::StrCat("expected 0 to 64 GPUs, found ", n));
+      }
+      total += n;
+      break;  // limits win over requests, as Kubernetes requires them equal for extended ones
+    }
+  }
+  return total;
+}
+
+absl::StatusOr<GpuRequest> DecodeRequest(const json& pod, const std::string& path) {
+  GpuRequest req;
+  std::string at = absl::StrCat(path, ".metadata.annotations");
+  TESSERA_ASSIGN_OR_RETURN(std::string memory,
+                           MetaString(pod, "annotations", kGpuMemoryAnnotation, path));
+  TESSERA_ASSIGN_OR_RETURN(std::string compute,
+                           MetaString(pod, "annotations", kGpuComputeAnnotation, path));
+  TESSERA_ASSIGN_OR_RETURN(std::string models,
+                           MetaString(pod, "annotations", kGpuModelsAnnotation, path));
+  for (absl::string_view m : absl::StrSplit(models, ',', absl::SkipWhitespace())) {
+    m = absl::StripAsciiWhitespace(m);
+    absl::StatusOr<const model::GpuModel*> gm = model::GpuCatalog::Default().Lookup(m);
+    if (!gm.ok()) {
+      return Bad(absl::StrCat(at, "[\"", kGpuModelsAnnotation, "\"]"), gm.status().message());
+    }
+    req.models.push_back((*gm)->name);
+  }
+  if (!memory.empty() || !compute.empty()) {
+    if (memory.empty() || compute.empty()) {
+      return Bad(at, absl::StrCat("set both ", kGpuMemoryAnnotation, " and ", kGpuComputeAnnotation,
+                                  " (found only one)"));
+    }
+    absl::StatusOr<int64_t> bytes = ParseBytes(memory);
+    if (!bytes.ok() || *bytes <= 0) {
+      return Bad(absl::StrCat(at, "[\"", kGpuMemoryAnnotation, "\"]"),
+                 bytes.ok() ? "expected a quantity above zero" : bytes.status().message());
+    }
+    absl::StatusOr<int64_t> milli = ParseGpuCompute(compute);
+    if (!milli.ok()) {
+      return Bad(absl::StrCat(at, "[\"", kGpuComputeAnnotation, "\"]"), milli.status().message());
+    }
+    if (*milli >= kGpuMilli) {
+      req.num_gpu = static_cast<int>(*milli / kGpuMilli);
+      req.compute_milli = kGpuMilli;
+      req.memory_bytes = (*bytes + req.num_gpu - 1) / req.num_gpu;
+    } else {
+      req.num_gpu = 1;
+      req.compute_milli = *milli;
+      req.memory_bytes = *bytes;
+    }
+    return req;
+  }
+  TESSERA_ASSIGN_OR_RETURN(int64_t whole, ContainerResource(pod, "nvidia.com/gpu", path));
+  if (whole > 0) {
+    req.num_gpu = static_cast<int>(whole);
+    req.compute_milli = kGpuMilli;
+  }
+  return req;
+}
+
+absl::StatusOr<std::vector<json>> ListItems(const json& doc, const std::string& path) {
+  TESSERA_RETURN_IF_ERROR(RequireObject(doc, path));
+  const json* items = Member(doc, "items");
+  if (items == nullptr) {
+    return std::vector<json>();
+  }
+  if (!items->is_array()) {
+    return Bad(path + ".items", absl::StrCat("expected an array, found ", TypeName(*items)));
+  }
+  return std::vector<json>(items->begin(), items->end());
+}
+
+}  // namespace
+
+absl::StatusOr<json> ParseJson(absl::string_view body, absl::string_view what) {
+  try {
+    return json::parse(body.begin(), body.end());
+  } catch (const json::parse_error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": invalid JSON at byte ", e.byte, ": ", e.what()));
+  }
+}
+
+absl::StatusOr<PodInfo> DecodePod(const json& pod, const std::string& path) {
+  TESSERA_RETURN_IF_ERROR(RequireObject(pod, path));
+  PodInfo p;
+  const json* meta = Member(pod, "metadata");
+  if (meta == nullptr) {
+    return Bad(path + ".metadata", "required object missing");
+  }
+  TESSERA_RETURN_IF_ERROR(RequireObject(*meta, path + ".metadata"));
+  TESSERA_ASSIGN_OR_RETURN(p.name, StringAt(*meta, "name", path + ".metadata", true));
+  TESSERA_ASSIGN_OR_RETURN(p.ns, StringAt(*meta, "namespace", path + ".metadata", false));
+  if (p.ns.empty()) {
+    p.ns = "default";
+  }
+  TESSERA_ASSIGN_OR_RETURN(p.uid, StringAt(*meta, "uid", path + ".metadata", false));
+  if (p.uid.empty()) {
+    p.uid = absl::StrCat(p.ns, "/", p.name);  // objects not yet stored have no UID
+  }
+  if (const json* spec = Member(pod, "spec"); spec != nullptr) {
+    TESSERA_RETURN_IF_ERROR(RequireObject(*spec, path + ".spec"));
+    TESSERA_ASSIGN_OR_RETURN(p.node_name, StringAt(*spec, "nodeName", path + ".spec", false));
+  }
+  if (const json* status = Member(pod, "status"); status != nullptr) {
+    TESSERA_RETURN_IF_ERROR(RequireObject(*status, path + ".status"));
+    TESSERA_ASSIGN_OR_RETURN(p.phase, StringAt(*status, "phase", path + ".status", false));
+  }
+  if (absl::StatusOr<GpuRequest> req = DecodeRequest(pod, path); req.ok()) {
+    p.request = *req;
+  } else {
+    p.request_error = std::string(req.status().message());
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::string assignment,
+                           MetaString(pod, "annotations", kGpuAssignmentAnnotation, path));
+  if (!assignment.empty()) {
+    absl::StatusOr<Assignment> a = DecodeAssignment(assignment);
+    if (!a.ok()) {
+      return Bad(absl::StrCat(path, ".metadata.annotations[\"", kGpuAssignmentAnnotation, "\"]"),
+                 a.status().message());
+    }
+    p.assignment = *a;
+  }
+  return p;
+}
+
+absl::StatusOr<OnlineNode> DecodeNode(const json& node, const std::string& path) {
+  TESSERA_RETURN_IF_ERROR(RequireObject(node, path));
+  OnlineNode n;
+  const json* meta = Member(node, "metadata");
+  if (meta == nullptr) {
+    return Bad(path + ".metadata", "required object missing");
+  }
+  TESSERA_ASSIGN_OR_RETURN(n.name, StringAt(*meta, "name", path + ".metadata", true));
+  TESSERA_ASSIGN_OR_RETURN(std::string product,
+                           MetaString(node, "labels", "nvidia.com/gpu.product", path));
+  if (product.empty() || absl::StrContains(product, "-MIG-")) {
+    return n;  // no GPU feature discovery label, or MIG devices: not shared by the extender
+  }
+  std::string labels = absl::StrCat(path, ".metadata.labels");
+  TESSERA_ASSIGN_OR_RETURN(std::string memory_text,
+                           MetaString(node, "labels", "nvidia.com/gpu.memory", path));
+  std::optional<int64_t> memory_mib;
+  if (!memory_text.empty()) {
+    int64_t mib = 0;
+    if (!absl::SimpleAtoi(memory_text, &mib) || mib <= 0) {
+      return Bad(labels + "[\"nvidia.com/gpu.memory\"]",
+                 absl::StrCat("expected memory in MiB, found \"", memory_text, "\""));
+    }
+    memory_mib = mib;
+  }
+  absl::StatusOr<const model::GpuModel*> gm =
+      model::GpuCatalog::Default().Lookup(product, memory_mib);
+  if (!gm.ok()) {
+    return Bad(labels + "[\"nvidia.com/gpu.product\"]", gm.status().message());
+  }
+  n.model = (*gm)->name;
+  n.gpu_memory_bytes = memory_mib.has_value() ? *memory_mib * kMiB : (*gm)->memory_bytes;
+  // Allocatable counts what the device plugin advertises now; the label what GFD saw.
+  std::string count_text;
+  const json* status = Member(node, "status");
+  const json* alloc = status == nullptr ? nullptr : Member(*status, "allocatable");
+  if (alloc != nullptr && alloc->is_object() && alloc->contains("nvidia.com/gpu") &&
+      (*alloc)["nvidia.com/gpu"].is_string()) {
+    count_text = (*alloc)["nvidia.com/gpu"].get<std::string>();
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(count_text, MetaString(node, "labels", "nvidia.com/gpu.count", path));
+  }
+  int64_t count = 0;
+  if (!absl::SimpleAtoi(count_text, &count) || count < 0 || count > 64) {
+    return Bad(path, absl::StrCat("expected a GPU count 0-64 in status.allocatable[\"nvidia.com/"
+                                  "gpu\"] or the nvidia.com/gpu.count label, found \"",
+                                  count_text, "\""));
+  }
+  n.gpus = static_cast<int>(count);
+  return n;
+}
+
+std::vector<std::string> ExtenderArgs::names() const {
+  if (nodes.has_value()) {
+    std::vector<std::string> out;
+    for (const OnlineNode& n : *nodes) {
+      out.push_back(n.name);
+    }
+    return out;
+  }
+  return node_names.value_or(std::vector<std::string>());
+}
+
+absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(absl::string_view body) {
+  TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(body, "ExtenderArgs"));
+  TESSERA_RETURN_IF_ERROR(RequireObject(j, "ExtenderArgs"));
+  ExtenderArgs args;
+  const json* pod = Member(j, "pod");
+  if (pod == nullptr) {
+    return Bad("pod", "required object missing");
+  }
+  TESSERA_ASSIGN_OR_RETURN(args.pod, DecodePod(*pod, "pod"));
+  if (const json* nodes = Member(j, "nodes"); nodes != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(args.node_objects, ListItems(*nodes, "nodes"));
+    args.nodes.emplace();
+    for (size_t i = 0; i < args.node_objects.size(); ++i) {
+      TESSERA_ASSIGN_OR_RETURN(
+          OnlineNode n, DecodeNode(args.node_objects[i], absl::StrCat("nodes.items[", i, "]")));
+      args.nodes->push_back(std::move(n));
+    }
+  }
+  if (const json* names = Member(j, "nodenames"); names != nullptr) {
+    if (!names->is_array()) {
+      return Bad("nodenames", absl::StrCat("expected an array, found ", TypeName(*names)));
+    }
+    args.node_names.emplace();
+    for (size_t i = 0; i < names->size(); ++i) {
+      if (!(*names)[i].is_string()) {
+        return Bad(absl::StrCat("nodenames[", i, "]"), "expected a string");
+      }
+      args.node_names->push_back((*names)[i].get<std::string>());
+    }
+  }
+  if (!args.nodes.has_value() && !args.node_names.has_value()) {
+    return Bad("ExtenderArgs", "expected nodes (nodeCacheCapable: false) or nodenames (true)");
+  }
+  return args;
+}
+
+absl::StatusOr<BindingArgs> DecodeBindingArgs(absl::string_view body) {
+  TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(body, "ExtenderBindingArgs"));
+  TESSERA_RETURN_IF_ERROR(RequireObject(j, "ExtenderBindingArgs"));
+  BindingArgs b;
+  TESSERA_ASSIGN_OR_RETURN(b.pod_name, StringAt(j, "podName", "ExtenderBindingArgs", true));
+  TESSERA_ASSIGN_OR_RETURN(b.pod_namespace,
+                           StringAt(j, "podNamespace", "ExtenderBindingArgs", true));
+  TESSERA_ASSIGN_OR_RETURN(b.pod_uid, StringAt(j, "podUID", "ExtenderBindingArgs", true));
+  TESSERA_ASSIGN_OR_RETURN(b.node, StringAt(j, "node", "ExtenderBindingArgs", true));
+  for (const std::string* s : {&b.pod_name, &b.pod_namespace, &b.pod_uid, &b.node}) {
+    if (s->empty()) {
+      return Bad("ExtenderBindingArgs", "podName, podNamespace, podUID and node must be non-empty");
+    }
+  }
+  return b;
+}
+
+json EncodeFilterResult(const ExtenderArgs& args,
+                        const placement::gpushare::FilterOutcome& outcome) {
+  json r = json::object();
+  if (args.nodes.has_value()) {
+    json items = json::array();
+    for (size_t i = 0; i < args.nodes->size(); ++i) {
+      const std::string& name = (*args.nodes)[i].name;
+      if (std::find(outcome.fit.begin(), outcome.fit.end(), name) != outcome.fit.end()) {
+        items.push_back(args.node_objects[i]);
+      }
+    }
+    r["nodes"] = {{"apiVersion", "v1"},
+                  {"kind", "NodeList"},
+                  {"metadata", json::object()},
+                  {"items", std::move(items)}};
+  } else {
+    r["nodenames"] = outcome.fit;
+  }
+  r["failedNodes"] = outcome.failed;
+  r["failedAndUnresolvableNodes"] = outcome.unresolvable;
+  r["error"] = "";
+  return r;
+}
+
+json EncodeFilterError(const std::string& error) {
+  return {{"nodenames", nullptr}, {"failedNodes", json::object()}, {"error", error}};
+}
+
+json EncodePriorities(const std::vector<std::pair<std::string, int64_t>>& scores) {
+  json r = json::array();
+  for (const auto& [host, score] : scores) {
+    r.push_back({{"host", host}, {"score", score}});
+  }
+  return r;
+}
+
+json EncodeBindingResult(const std::string& error) { return {{"error", error}}; }
+
+std::string EncodeAssignment(const Assignment& a) {
+  json j = {{"node", a.node}, {"gpus", a.gpus}, {"milliPerGpu", a.milli_per_gpu}};
+  return j.dump();
+}
+
+absl::StatusOr<Assignment> DecodeAssignment(absl::string_view text) {
+  TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(text, kGpuAssignmentAnnotation));
+  TESSERA_RETURN_IF_ERROR(RequireObject(j, kGpuAssignmentAnnotation));
+  Assignment a;
+  TESSERA_ASSIGN_OR_RETURN(a.node, StringAt(j, "node", kGpuAssignmentAnnotation, true));
+  const json* gpus = Member(j, "gpus");
+  if (gpus == nullptr || !gpus->is_array()) {
+    return Bad(absl::StrCat(kGpuAssignmentAnnotation, ".gpus"), "expected an array of indices");
+  }
+  for (const json& g : *gpus) {
+    if (!g.is_number_integer() || g.get<int64_t>() < 0 || g.get<int64_t>() > 63) {
+      return Bad(absl::StrCat(kGpuAssignmentAnnotation, ".gpus"),
+                 absl::StrCat("expected GPU indices 0-63, found ", g.dump()));
+    }
+    a.gpus.push_back(g.get<int>());
+  }
+  const json* milli = Member(j, "milliPerGpu");
+  if (milli == nullptr || !milli->is_number_integer() || milli->get<int64_t>() < 0 ||
+      milli->get<int64_t>() > kGpuMilli) {
+    return Bad(absl::StrCat(kGpuAssignmentAnnotation, ".milliPerGpu"),
+               "expected an integer 0-1000");
+  }
+  a.milli_per_gpu = milli->get<int64_t>();
+  return a;
+}
+
+absl::StatusOr<std::vector<PodInfo>> DecodePodList(absl::string_view body) {
+  TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(body, "PodList"));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<json> items, ListItems(j, "PodList"));
+  std::vector<PodInfo> out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(PodInfo p, DecodePod(items[i], absl::StrCat("items[", i, "]")));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<OnlineNode>> DecodeNodeListJson(absl::string_view body) {
+  TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(body, "NodeList"));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<json> items, ListItems(j, "NodeList"));
+  std::vector<OnlineNode> out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(OnlineNode n, DecodeNode(items[i], absl::StrCat("items[", i, "]")));
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+}  // namespace tessera::adapters

@@ -1,0 +1,91 @@
+// kube-scheduler's HTTP extender protocol (k8s.io/kube-scheduler/extender/v1) and the Kubernetes
+// objects it carries, decoded into the online scheduler's types:
+//   filter:      ExtenderArgs {pod, nodes | nodenames} -> ExtenderFilterResult
+//                {nodes | nodenames, failedNodes, failedAndUnresolvableNodes, error}
+//   prioritize:  ExtenderArgs -> HostPriorityList [{host, score}] (0..10)
+//   bind:        ExtenderBindingArgs {podName, podNamespace, podUID, node} ->
+//                ExtenderBindingResult {error}
+// Keys are matched as Go's encoding/json does (exact, else case-insensitive). Errors name the
+// field path and what was expected.
+//
+// A pod asks for GPUs with the planner's annotations (tessera.io/gpu-memory,
+// tessera.io/gpu-compute, tessera.io/gpu-models) or with `nvidia.com/gpu` resources (whole GPUs).
+// The extender records what it chose in the annotation tessera.io/gpu-assignment, as JSON:
+//   {"node": "gpu-node-3", "gpus": [5], "milliPerGpu": 400}
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+#include "placement/gpushare/online_cluster.h"
+
+namespace tessera::adapters {
+
+inline constexpr char kGpuAssignmentAnnotation[] = "tessera.io/gpu-assignment";
+
+struct PodInfo {
+  std::string uid;
+  std::string name;
+  std::string ns;
+  std::string node_name;  // spec.nodeName; "" while pending
+  std::string phase;      // status.phase
+  placement::gpushare::GpuRequest request;
+  // Set when the pod's GPU annotations or resources are wrong (request is then empty): the
+  // object is well-formed, the pod's spec is not, and kube-scheduler should say so on the pod.
+  std::string request_error;
+  std::optional<placement::gpushare::Assignment> assignment;  // from the annotation
+
+  // Still holds its node's resources (bound, not Succeeded or Failed).
+  bool active() const { return !node_name.empty() && phase != "Succeeded" && phase != "Failed"; }
+};
+
+absl::StatusOr<PodInfo> DecodePod(const nlohmann::json& pod, const std::string& path = "pod");
+// A Node object: GPU count from status.allocatable["nvidia.com/gpu"] (else the GFD label
+// nvidia.com/gpu.count), model from nvidia.com/gpu.product, memory from nvidia.com/gpu.memory
+// (else the catalog). Nodes without a known GPU, or whose GPUs are MIG devices (mig strategy
+// single/mixed), come back with gpus = 0: the extender does not share them.
+absl::StatusOr<placement::gpushare::OnlineNode> DecodeNode(const nlohmann::json& node,
+                                                           const std::string& path = "node");
+
+struct ExtenderArgs {
+  PodInfo pod;
+  // nodeCacheCapable: false sends whole Node objects; true sends names only.
+  std::optional<std::vector<placement::gpushare::OnlineNode>> nodes;
+  std::vector<nlohmann::json> node_objects;  // as sent, echoed back by filter
+  std::optional<std::vector<std::string>> node_names;
+  std::vector<std::string> names() const;
+};
+absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(absl::string_view body);
+
+struct BindingArgs {
+  std::string pod_name;
+  std::string pod_namespace;
+  std::string pod_uid;
+  std::string node;
+};
+absl::StatusOr<BindingArgs> DecodeBindingArgs(absl::string_view body);
+
+// The result for `args` keeps the form it came in (Node objects or names).
+nlohmann::json EncodeFilterResult(const ExtenderArgs& args,
+                                  const placement::gpushare::FilterOutcome& outcome);
+nlohmann::json EncodeFilterError(const std::string& error);
+nlohmann::json EncodePriorities(const std::vector<std::pair<std::string, int64_t>>& scores);
+nlohmann::json EncodeBindingResult(const std::string& error);
+
+std::string EncodeAssignment(const placement::gpushare::Assignment& a);
+absl::StatusOr<placement::gpushare::Assignment> DecodeAssignment(absl::string_view text);
+
+// A v1 PodList / NodeList (or kubectl's List).
+absl::StatusOr<std::vector<PodInfo>> DecodePodList(absl::string_view body);
+absl::StatusOr<std::vector<placement::gpushare::OnlineNode>> DecodeNodeListJson(
+    absl::string_view body);
+
+// Parses a JSON body; InvalidArgument naming the byte offset on a syntax error.
+absl::StatusOr<nlohmann::json> ParseJson(absl::string_view body, absl::string_view what);
+
+}  // namespace tessera::adapters

@@ -1,0 +1,372 @@
+#include "adapters/k8s/extender_service.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+
+namespace tessera::adapters {
+namespace {
+
+using nlohmann::json;
+using placement::gpushare::Assignment;
+using placement::gpushare::GpuRequest;
+using placement::gpushare::OnlineNode;
+
+constexpr size_t kRememberedRequests = 4096;
+
+HttpReply Json(int status, const json& body) { return {status, body.dump(), "application/json"}; }
+
+HttpReply BadRequest(const absl::Status& s) {
+  return {400, absl::StrCat(s.message(), "\n"), "text/plain; charset=utf-8"};
+}
+
+}  // namespace
+
+ExtenderService::ExtenderService(std::unique_ptr<placement::gpushare::Policy> policy,
+                                 std::unique_ptr<KubeClient> kube)
+    : kube_(std::move(kube)), cluster_(std::move(policy)) {}
+
+std::vector<std::string> ExtenderService::Rebuild(const std::vector<OnlineNode>& nodes,
+                                                  const std::vector<PodInfo>& pods) {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> problems;
+  for (const OnlineNode& n : nodes) {
+    for (const std::string& uid : cluster_.UpsertNode(n)) {
+      problems.push_back(absl::StrCat("pod ", uid, " no longer fits node ", n.name));
+    }
+  }
+  std::map<std::string, Assignment> live;
+  for (const PodInfo& p : pods) {
+    if (p.active() && p.assignment.has_value()) {
+      if (p.assignment->node != p.node_name) {
+        problems.push_back(absl::StrCat("pod ", p.ns, "/", p.name, ": annotation names node ",
+                                        p.assignment->node, " but the pod runs on ", p.node_name,
+                                        "; ignored"));
+        continue;
+      }
+      live[p.uid] = *p.assignment;
+    }
+  }
+  auto r = cluster_.Resync(live, /*since=*/cluster_.generation());
+  for (std::string& c : r.conflicts) {
+    problems.push_back(std::move(c));
+  }
+  return problems;
+}
+
+absl::Status ExtenderService::Sync() {
+  if (kube_ == nullptr) {
+    return absl::FailedPreconditionError("no Kubernetes API configured");
+  }
+  uint64_t since = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    since = cluster_.generation();
+  }
+  TESSERA_ASSIGN_OR_RETURN(KubeResponse nodes_r, kube_->Get("/api/v1/nodes"));
+  TESSERA_RETURN_IF_ERROR(KubeClient::Check(nodes_r, "list nodes"));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<OnlineNode> nodes, DecodeNodeListJson(nodes_r.body));
+  // Only pods on a node hold GPUs; the field selector keeps the list small.
+  TESSERA_ASSIGN_OR_RETURN(KubeResponse pods_r, kube_->Get("/api/v1/pods?fieldSelector=" +
+                                                           UrlEscape("spec.nodeName!=")));
+  TESSERA_RETURN_IF_ERROR(KubeClient::Check(pods_r, "list pods"));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<PodInfo> pods, DecodePodList(pods_r.body));
+  absl::MutexLock lock(&mu_);
+  for (const OnlineNode& n : nodes) {
+    cluster_.UpsertNode(n);
+  }
+  std::map<std::string, Assignment> live;
+  for (const PodInfo& p : pods) {
+    if (p.active() && p.assignment.has_value() && p.assignment->node == p.node_name) {
+      live[p.uid] = *p.assignment;
+    }
+  }
+  cluster_.Resync(live, since);
+  return absl::OkStatus();
+}
+
+void ExtenderService::LearnNodes(const ExtenderArgs& args) {
+  std::vector<std::string> unknown;
+  {
+    absl::MutexLock lock(&mu_);
+    if (args.nodes.has_value()) {
+      for (const OnlineNode& n : *args.nodes) {
+        cluster_.UpsertNode(n);
+      }
+      return;
+    }
+    for (const std::string& name : args.names()) {
+      if (!cluster_.HasNode(name)) {
+        unknown.push_back(name);
+      }
+    }
+  }
+  if (kube_ == nullptr || unknown.empty()) {
+    return;
+  }
+  std::vector<OnlineNode> found;
+  for (const std::string& name : unknown) {
+    absl::StatusOr<KubeResponse> r = kube_->Get("/api/v1/nodes/" + UrlEscape(name));
+    if (!r.ok() || !KubeClient::Check(*r, "get node").ok()) {
+      continue;  // stays unknown: filtered out as unresolvable
+    }
+    absl::StatusOr<json> j = ParseJson(r->body, "Node");
+    if (!j.ok()) {
+      continue;
+    }
+    absl::StatusOr<OnlineNode> n = DecodeNode(*j);
+    if (n.ok()) {
+      found.push_back(*n);
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  for (const OnlineNode& n : found) {
+    cluster_.UpsertNode(n);
+  }
+}
+
+void ExtenderService::Remember(const PodInfo& pod) {
+  if (!requests_.contains(pod.uid)) {
+    request_order_.push_back(pod.uid);
+    if (request_order_.size() > kRememberedRequests) {
+      requests_.erase(request_order_.front());
+      request_order_.pop_front();
+    }
+  }
+  requests_[pod.uid] = pod.request;
+}
+
+void ExtenderService::Count(const std::string& verb, int status) const {
+  absl::MutexLock lock(&metrics_mu_);
+  ++calls_[{verb, status}];
+}
+
+HttpReply ExtenderService::Filter(const std::string& body) {
+  absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(body);
+  if (!args.ok()) {
+    Count("filter", 400);
+    return BadRequest(args.status());
+  }
+  if (!args->pod.request_error.empty()) {
+    Count("filter", 200);  // kube-scheduler shows the error field on the pod; not a body of 400
+    return Json(200, EncodeFilterError(args->pod.request_error));
+  }
+  LearnNodes(*args);
+  placement::gpushare::FilterOutcome outcome;
+  {
+    absl::MutexLock lock(&mu_);
+    Remember(args->pod);
+    outcome = cluster_.Filter(args->pod.request, args->names());
+  }
+  Count("filter", 200);
+  return Json(200, EncodeFilterResult(*args, outcome));
+}
+
+HttpReply ExtenderService::Prioritize(const std::string& body) {
+  absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(body);
+  if (!args.ok()) {
+    Count("prioritize", 400);
+    return BadRequest(args.status());
+  }
+  if (!args->pod.request_error.empty()) {
+    Count("prioritize", 400);
+    return BadRequest(absl::InvalidArgumentError(args->pod.request_error));
+  }
+  LearnNodes(*args);
+  std::vector<std::pair<std::string, int64_t>> scores;
+  {
+    absl::MutexLock lock(&mu_);
+    Remember(args->pod);
+    scores = cluster_.Prioritize(args->pod.request, args->names());
+  }
+  // kube-scheduler expects a score for every node it sent; nodes that do not fit get 0.
+  std::map<std::string, int64_t> by_name(scores.begin(), scores.end());
+  std::vector<std::pair<std::string, int64_t>> all;
+  for (const std::string& name : args->names()) {
+    auto it = by_name.find(name);
+    all.emplace_back(name, it == by_name.end() ? 0 : it->second);
+  }
+  Count("prioritize", 200);
+  return Json(200, EncodePriorities(all));
+}
+
+HttpReply ExtenderService::Bind(const std::string& body) {
+  absl::StatusOr<BindingArgs> b = DecodeBindingArgs(body);
+  if (!b.ok()) {
+    Count("bind", 400);
+    return BadRequest(b.status());
+  }
+  auto fail = [&](const std::string& error) {
+    ++binds_failed_;
+    Count("bind", 200);
+    return Json(200, EncodeBindingResult(error));
+  };
+  if (kube_ == nullptr) {
+    return fail("the Tessera extender has no Kubernetes API configured and cannot bind");
+  }
+  std::string pod_path = absl::StrCat("/api/v1/namespaces/", UrlEscape(b->pod_namespace), "/pods/",
+                                      UrlEscape(b->pod_name));
+  std::optional<GpuRequest> req;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = requests_.find(b->pod_uid); it != requests_.end()) {
+      req = it->second;
+    }
+  }
+  if (!req.has_value()) {
+    // Not seen by filter or prioritize (e.g. the extender restarted in between): ask the API.
+    absl::StatusOr<KubeResponse> r = kube_->Get(pod_path);
+    absl::Status s = r.ok() ? KubeClient::Check(*r, "get pod") : r.status();
+    if (!s.ok()) {
+      return fail(std::string(s.message()));
+    }
+    absl::StatusOr<json> j = ParseJson(r->body, "Pod");
+    if (!j.ok()) {
+      return fail(std::string(j.status().message()));
+    }
+    absl::StatusOr<PodInfo> pod = DecodePod(*j);
+    if (!pod.ok()) {
+      return fail(std::string(pod.status().message()));
+    }
+    if (!pod->request_error.empty()) {
+      return fail(pod->request_error);
+    }
+    req = pod->request;
+  }
+  if (req->num_gpu > 0) {
+    ExtenderArgs a;
+    a.node_names = std::vector<std::string>{b->node};
+    LearnNodes(a);
+  }
+  absl::StatusOr<Assignment> a;
+  {
+    absl::MutexLock lock(&mu_);
+    a = cluster_.Reserve(b->pod_uid, *req, b->node);
+  }
+  if (!a.ok()) {
+    return fail(std::string(a.status().message()));
+  }
+  auto release = [&] {
+    absl::MutexLock lock(&mu_);
+    cluster_.Release(b->pod_uid);
+  };
+  if (req->num_gpu > 0) {
+    json patch = {{"metadata",
+                   {{"uid", b->pod_uid},
+                    {"annotations", {{kGpuAssignmentAnnotation, EncodeAssignment(*a)}}}}}};
+    absl::StatusOr<KubeResponse> r =
+        kube_->Request("PATCH", pod_path, patch.dump(), "application/merge-patch+json");
+    absl::Status s = r.ok() ? KubeClient::Check(*r, "annotate pod") : r.status();
+    if (!s.ok()) {
+      release();
+      return fail(std::string(s.message()));
+    }
+  }
+  json binding = {
+      {"apiVersion", "v1"},
+      {"kind", "Binding"},
+      {"metadata", {{"name", b->pod_name}, {"namespace", b->pod_namespace}, {"uid", b->pod_uid}}},
+      {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", b->node}}}};
+  absl::StatusOr<KubeResponse> r = kube_->Request("POST", pod_path + "/binding", binding.dump());
+  absl::Status s = r.ok() ? KubeClient::Check(*r, "bind pod") : r.status();
+  if (!s.ok()) {
+    release();
+    return fail(std::string(s.message()));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    requests_.erase(b->pod_uid);
+  }
+  ++binds_ok_;
+  Count("bind", 200);
+  return Json(200, EncodeBindingResult(""));
+}
+
+HttpReply ExtenderService::Metrics() const {
+  std::string out;
+  absl::StrAppend(&out,
+                  "# HELP tessera_extender_requests_total Extender calls by verb and HTTP status.\n"
+                  "# TYPE tessera_extender_requests_total counter\n");
+  {
+    absl::MutexLock lock(&metrics_mu_);
+    for (const auto& [key, n] : calls_) {
+      absl::StrAppend(&out, "tessera_extender_requests_total{verb=\"", key.first, "\",code=\"",
+                      key.second, "\"} ", n, "\n");
+    }
+  }
+  absl::StrAppend(&out,
+                  "# HELP tessera_extender_binds_total Bind outcomes.\n"
+                  "# TYPE tessera_extender_binds_total counter\n"
+                  "tessera_extender_binds_total{result=\"ok\"} ",
+                  binds_ok_.load(), "\ntessera_extender_binds_total{result=\"failed\"} ",
+                  binds_failed_.load(), "\n");
+  absl::MutexLock lock(&mu_);
+  absl::StrAppend(&out,
+                  "# HELP tessera_extender_gpu_milli Milli-GPU on the nodes the extender knows.\n"
+                  "# TYPE tessera_extender_gpu_milli gauge\n"
+                  "tessera_extender_gpu_milli{state=\"allocated\"} ",
+                  cluster_.used_milli(), "\ntessera_extender_gpu_milli{state=\"total\"} ",
+                  cluster_.total_milli(),
+                  "\n# HELP tessera_extender_pods Pods holding GPUs.\n"
+                  "# TYPE tessera_extender_pods gauge\ntessera_extender_pods ",
+                  cluster_.pods(),
+                  "\n# HELP tessera_extender_nodes Nodes known.\n"
+                  "# TYPE tessera_extender_nodes gauge\ntessera_extender_nodes ",
+                  cluster_.num_nodes(), "\n");
+  return {200, out, "text/plain; version=0.0.4"};
+}
+
+int ExtenderService::held_pods() const {
+  absl::MutexLock lock(&mu_);
+  return cluster_.pods();
+}
+
+std::optional<Assignment> ExtenderService::Held(const std::string& uid) const {
+  absl::MutexLock lock(&mu_);
+  const Assignment* a = cluster_.Find(uid);
+  return a == nullptr ? std::nullopt : std::optional<Assignment>(*a);
+}
+
+absl::Status ServeExtender(ExtenderService& svc, const std::string& host, int port,
+                           const std::atomic<bool>* stop, std::atomic<int>* bound_port) {
+  httplib::Server server;
+  server.set_payload_max_length(size_t{256} << 20);
+  auto route = [&server](const char* path, auto handler) {
+    server.Post(path, [handler](const httplib::Request& req, httplib::Response& res) {
+      HttpReply r = handler(req.body);
+      res.status = r.status;
+      res.set_content(r.body, r.content_type.c_str());
+    });
+  };
+  route("/filter", [&svc](const std::string& body) { return svc.Filter(body); });
+  route("/prioritize", [&svc](const std::string& body) { return svc.Prioritize(body); });
+  route("/bind", [&svc](const std::string& body) { return svc.Bind(body); });
+  server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  server.Get("/metrics", [&svc](const httplib::Request&, httplib::Response& res) {
+    HttpReply r = svc.Metrics();
+    res.set_content(r.body, r.content_type.c_str());
+  });
+  int bound = port == 0 ? server.bind_to_any_port(host.c_str())
+                        : (server.bind_to_port(host.c_str(), port) ? port : -1);
+  if (bound < 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port));
+  }
+  if (bound_port != nullptr) {
+    bound_port->store(bound);
+  }
+  std::thread listener([&server] { server.listen_after_bind(); });
+  while (!stop->load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  server.stop();
+  listener.join();
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::adapters

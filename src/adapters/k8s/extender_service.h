@@ -1,0 +1,90 @@
+// `tessera scheduler-extender`: kube-scheduler's HTTP extender verbs over an OnlineCluster.
+//   POST /filter, /prioritize, /bind (ExtenderArgs / ExtenderBindingArgs JSON); GET /healthz,
+//   GET /metrics (Prometheus text).
+// Malformed requests get HTTP 400 with a message; a pod whose GPU annotations are wrong gets a
+// 200 with the protocol's `error` field (kube-scheduler reports it on the pod). Calls are
+// serialised on one mutex around the cluster state (a decision takes microseconds); API calls
+// (node lookups, the bind) are made outside it.
+//
+// Bind: reserve the GPUs the policy picks on the chosen node, merge-patch the pod's
+// tessera.io/gpu-assignment annotation, then POST the pods/binding subresource; any failure
+// releases the reservation and is returned in ExtenderBindingResult.error. Restart: Sync()
+// lists nodes and pods and holds every active pod's recorded assignment again.
+//
+// Example:
+//   ExtenderService svc(MakeTesseraPolicy(), std::make_unique<KubeClient>(cfg));
+//   TESSERA_RETURN_IF_ERROR(svc.Sync());
+//   absl::Status s = ServeExtender(svc, "0.0.0.0", 8888, &stop);
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "adapters/k8s/extender_protocol.h"
+#include "adapters/k8s/kube_client.h"
+#include "placement/gpushare/online_cluster.h"
+
+namespace tessera::adapters {
+
+struct HttpReply {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+};
+
+class ExtenderService {
+ public:
+  // `kube` may be null: then nodes must come in requests (nodeCacheCapable: false) or from
+  // Rebuild, and bind fails with an error.
+  ExtenderService(std::unique_ptr<placement::gpushare::Policy> policy,
+                  std::unique_ptr<KubeClient> kube);
+
+  // Sets the state from a node list and a pod list (restart recovery from files or the API).
+  // Pods whose recorded assignment no longer fits are reported, not held.
+  std::vector<std::string> Rebuild(const std::vector<placement::gpushare::OnlineNode>& nodes,
+                                   const std::vector<PodInfo>& pods);
+  // Lists nodes and pods through the API and resyncs: pods that left release their GPUs,
+  // pods bound elsewhere (another scheduler replica) are held. Reservations made while the
+  // list was in flight are kept.
+  absl::Status Sync();
+
+  HttpReply Filter(const std::string& body);
+  HttpReply Prioritize(const std::string& body);
+  HttpReply Bind(const std::string& body);
+  HttpReply Metrics() const;
+
+  // For tests and metrics.
+  int held_pods() const;
+  std::optional<placement::gpushare::Assignment> Held(const std::string& uid) const;
+
+ private:
+  // Upserts the nodes sent in args, or fetches unknown named nodes from the API.
+  void LearnNodes(const ExtenderArgs& args);
+  void Remember(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Count(const std::string& verb, int status) const;
+
+  std::unique_ptr<KubeClient> kube_;
+  mutable absl::Mutex mu_;
+  placement::gpushare::OnlineCluster cluster_ ABSL_GUARDED_BY(mu_);
+  // Requests of pods seen by filter/prioritize, for bind (which names only the pod).
+  absl::flat_hash_map<std::string, placement::gpushare::GpuRequest> requests_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> request_order_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex metrics_mu_;
+  mutable std::map<std::pair<std::string, int>, int64_t> calls_ ABSL_GUARDED_BY(metrics_mu_);
+  std::atomic<int64_t> binds_ok_{0};
+  std::atomic<int64_t> binds_failed_{0};
+};
+
+// Serves `svc` on host:port until `*stop` becomes true (checked every 100 ms). Returns when
+// stopped, or an error if the address cannot be bound. `bound_port` (optional) receives the
+// port actually bound (port 0 = any free port).
+absl::Status ServeExtender(ExtenderService& svc, const std::string& host, int port,
+                           const std::atomic<bool>* stop, std::atomic<int>* bound_port = nullptr);
+
+}  // namespace tessera::adapters

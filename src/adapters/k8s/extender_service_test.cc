@@ -1,0 +1,543 @@
+// The scheduler extender end to end: real HTTP on 127.0.0.1 both ways. A fake Kubernetes API
+// (cpp-httplib) serves recorded-shape Node and Pod objects (tests/data/extender) and checks every
+// request the extender makes: the bearer token, the merge-patch content type and body, the
+// Binding object. The extender is driven over HTTP with kube-scheduler's messages.
+#include "adapters/k8s/extender_service.h"
+
+#include <httplib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "adapters/io/files.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "placement/gpushare/tessera_policy.h"
+
+namespace tessera::adapters {
+namespace {
+
+using nlohmann::json;
+using placement::gpushare::Assignment;
+using placement::gpushare::MakeTesseraPolicy;
+using placement::gpushare::OnlineNode;
+using ::testing::HasSubstr;
+
+json Fixture(const std::string& name) {
+  absl::StatusOr<std::string> text =
+      ReadFile(std::string(TESSERA_SOURCE_DIR) + "/tests/data/extender/" + name);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return json::parse(*text);
+}
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/tessera-extender-XXXXXX";
+  const char* d = mkdtemp(tmpl);
+  EXPECT_NE(d, nullptr);
+  return d;
+}
+
+// A minimal API server: nodes and pods in memory, every extender request checked.
+class FakeApi {
+ public:
+  static constexpr char kToken[] = "test-token-0123456789";
+
+  FakeApi() {
+    nodes_ = {Fixture("node-h100.json"), Fixture("node-l4.json"), Fixture("node-cpu.json")};
+    server_.Get("/api/v1/nodes", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!Authorized(req, res)) return;
+      std::lock_guard<std::mutex> l(mu_);
+      res.set_content(json{{"apiVersion", "v1"}, {"kind", "NodeList"}, {"items", nodes_}}.dump(),
+                      "application/json");
+    });
+    server_.Get(R"(/api/v1/nodes/([^/]+))",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  if (!Authorized(req, res)) return;
+                  std::lock_guard<std::mutex> l(mu_);
+                  for (const json& n : nodes_) {
+                    if (n["metadata"]["name"] == req.matches[1].str()) {
+                      res.set_content(n.dump(), "application/json");
+                      return;
+                    }
+                  }
+                  NotFound(res, "nodes", req.matches[1].str());
+                });
+    server_.Get("/api/v1/pods", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!Authorized(req, res)) return;
+      if (req.get_param_value("fieldSelector") != "spec.nodeName!=") {
+        Reject(res, "expected fieldSelector=spec.nodeName!=");
+        return;
+      }
+      std::lock_guard<std::mutex> l(mu_);
+      json items = json::array();
+      for (const auto& [key, p] : pods_) items.push_back(p);
+      res.set_content(json{{"apiVersion", "v1"}, {"kind", "PodList"}, {"items", items}}.dump(),
+                      "application/json");
+    });
+    server_.Get(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+))",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  if (!Authorized(req, res)) return;
+                  std::lock_guard<std::mutex> l(mu_);
+                  auto it = pods_.find(req.matches[1].str() + "/" + req.matches[2].str());
+                  if (it == pods_.end()) return NotFound(res, "pods", req.matches[2].str());
+                  res.set_content(it->second.dump(), "application/json");
+                });
+    server_.Patch(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+))",
+                  [this](const httplib::Request& req, httplib::Response& res) {
+                    if (!Authorized(req, res)) return;
+                    Patch(req, res);
+                  });
+    server_.Post(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding)",
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   if (!Authorized(req, res)) return;
+                   Bind(req, res);
+                 });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~FakeApi() {
+    server_.stop();
+    thread_.join();
+  }
+
+  void AddPod(json pod) {
+    std::lock_guard<std::mutex> l(mu_);
+    std::string key = pod["metadata"]["namespace"].get<std::string>() + "/" +
+                      pod["metadata"]["name"].get<std::string>();
+    pods_[key] = std::move(pod);
+  }
+  json Pod(const std::string& key) {
+    std::lock_guard<std::mutex> l(mu_);
+    return pods_.at(key);
+  }
+  std::vector<json> Pods() {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<json> out;
+    for (const auto& [k, p] : pods_) out.push_back(p);
+    return out;
+  }
+  std::vector<std::string> Problems() {
+    std::lock_guard<std::mutex> l(mu_);
+    return problems_;
+  }
+  void FailBindingOf(const std::string& name) {
+    std::lock_guard<std::mutex> l(mu_);
+    fail_binding_.insert(name);
+  }
+  int patches() {
+    std::lock_guard<std::mutex> l(mu_);
+    return patches_;
+  }
+
+  // A kubeconfig pointing at this server with a bearer token.
+  std::string WriteKubeconfig(const std::string& dir) {
+    std::string path = dir + "/kubeconfig";
+    std::ofstream(path) << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+                        << "clusters:\n- name: local\n  cluster:\n    server: http://127.0.0.1:"
+                        << port_ << "/\n"
+                        << "contexts:\n- name: test\n  context: {cluster: local, user: sched}\n"
+                        << "users:\n- name: sched\n  user:\n    token: " << kToken << "\n";
+    return path;
+  }
+
+ private:
+  bool Authorized(const httplib::Request& req, httplib::Response& res) {
+    if (req.get_header_value("Authorization") != std::string("Bearer ") + kToken) {
+      res.status = 401;
+      res.set_content(R"({"kind":"Status","status":"Failure","message":"Unauthorized","code":401})",
+                      "application/json");
+      std::lock_guard<std::mutex> l(mu_);
+      problems_.push_back("request without the bearer token: " + req.path);
+      return false;
+    }
+    return true;
+  }
+  void Reject(httplib::Response& res, const std::string& why) {
+    res.status = 400;
+    res.set_content(json{{"kind", "Status"}, {"status", "Failure"}, {"message", why}}.dump(),
+                    "application/json");
+    std::lock_guard<std::mutex> l(mu_);
+    problems_.push_back(why);
+  }
+  static void NotFound(httplib::Response& res, const std::string& kind, const std::string& name) {
+    res.status = 404;
+    res.set_content(json{{"kind", "Status"},
+                         {"status", "Failure"},
+                         {"reason", "NotFound"},
+                         {"message", kind + " \"" + name + "\" not found"},
+                         {"code", 404}}
+                        .dump(),
+                    "application/json");
+  }
+  void Patch(const httplib::Request& req, httplib::Response& res) {
+    if (req.get_header_value("Content-Type") != "application/merge-patch+json") {
+      return Reject(res, "patch content type " + req.get_header_value("Content-Type"));
+    }
+    json patch = json::parse(req.body, nullptr, false);
+    if (!patch.is_object() || !patch["metadata"].is_object() ||
+        !patch["metadata"]["annotations"].is_object() ||
+        !patch["metadata"]["annotations"][kGpuAssignmentAnnotation].is_string() ||
+        patch["metadata"].size() != 2 || patch.size() != 1) {
+      return Reject(res, "unexpected patch " + req.body);
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = pods_.find(req.matches[1].str() + "/" + req.matches[2].str());
+    if (it == pods_.end()) return NotFound(res, "pods", req.matches[2].str());
+    if (patch["metadata"]["uid"] != it->second["metadata"]["uid"]) {
+      res.status = 409;
+      res.set_content(R"({"kind":"Status","message":"Precondition failed: UID in precondition"})",
+                      "application/json");
+      return;
+    }
+    it->second["metadata"]["annotations"][kGpuAssignmentAnnotation] =
+        patch["metadata"]["annotations"][kGpuAssignmentAnnotation];
+    ++patches_;
+    res.set_content(it->second.dump(), "application/json");
+  }
+  void Bind(const httplib::Request& req, httplib::Response& res) {
+    json b = json::parse(req.body, nullptr, false);
+    std::string ns = req.matches[1].str(), name = req.matches[2].str();
+    if (!b.is_object() || b["apiVersion"] != "v1" || b["kind"] != "Binding" ||
+        b["metadata"]["name"] != name || b["metadata"]["namespace"] != ns ||
+        b["target"]["kind"] != "Node" || !b["target"]["name"].is_string() ||
+        req.get_header_value("Content-Type") != "application/json") {
+      return Reject(res, "unexpected binding " + req.body);
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    if (fail_binding_.contains(name)) {
+      res.status = 409;
+      res.set_content(R"({"kind":"Status","message":"pod is already assigned to node x"})",
+                      "application/json");
+      return;
+    }
+    auto it = pods_.find(ns + "/" + name);
+    if (it == pods_.end()) return NotFound(res, "pods", name);
+    it->second["spec"]["nodeName"] = b["target"]["name"];
+    it->second["status"]["phase"] = "Running";
+    res.status = 201;
+    res.set_content(R"({"kind":"Status","status":"Success","code":201})", "application/json");
+  }
+
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::mutex mu_;
+  std::vector<json> nodes_;
+  std::map<std::string, json> pods_;
+  std::vector<std::string> problems_;
+  std::set<std::string> fail_binding_;
+  int patches_ = 0;
+};
+
+// The extender, served over HTTP on a free port.
+class Served {
+ public:
+  explicit Served(const std::string& kubeconfig) {
+    absl::StatusOr<KubeConfig> cfg = LoadKubeconfig(kubeconfig);
+    EXPECT_TRUE(cfg.ok()) << cfg.status();
+    svc =
+        std::make_unique<ExtenderService>(MakeTesseraPolicy(), std::make_unique<KubeClient>(*cfg));
+    thread_ =
+        std::thread([this] { status_ = ServeExtender(*svc, "127.0.0.1", 0, &stop_, &port_); });
+    while (port_.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ~Served() {
+    stop_ = true;
+    thread_.join();
+    EXPECT_TRUE(status_.ok()) << status_;
+  }
+  httplib::Result Post(const std::string& verb, const std::string& body) {
+    httplib::Client c("127.0.0.1", port_.load());
+    return c.Post(("/" + verb).c_str(), body, "application/json");
+  }
+  std::unique_ptr<ExtenderService> svc;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> port_{0};
+  absl::Status status_;
+  std::thread thread_;
+};
+
+json ArgsWithNodes(const json& pod, const std::vector<std::string>& node_files) {
+  json items = json::array();
+  for (const std::string& f : node_files) items.push_back(Fixture(f));
+  return {{"pod", pod},
+          {"nodes", {{"metadata", json::object()}, {"items", items}}},
+          {"nodenames", nullptr}};
+}
+
+json SharePod(int i, const std::string& memory, const std::string& compute) {
+  json p = Fixture("pod-share.json");
+  p["metadata"]["name"] = "chat-" + std::to_string(i);
+  p["metadata"]["uid"] = "00000000-0000-4000-8000-" + std::to_string(100000000000 + i);
+  p["metadata"]["annotations"]["tessera.io/gpu-memory"] = memory;
+  p["metadata"]["annotations"]["tessera.io/gpu-compute"] = compute;
+  return p;
+}
+
+TEST(ExtenderProtocol, DecodesRecordedNodesAndPods) {
+  absl::StatusOr<OnlineNode> h100 = DecodeNode(Fixture("node-h100.json"));
+  ASSERT_TRUE(h100.ok()) << h100.status();
+  EXPECT_EQ(h100->model, "H100-80GB");
+  EXPECT_EQ(h100->gpus, 8);
+  EXPECT_EQ(h100->gpu_memory_bytes, int64_t{81559} << 20);
+  absl::StatusOr<OnlineNode> cpu = DecodeNode(Fixture("node-cpu.json"));
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(cpu->gpus, 0);
+
+  absl::StatusOr<PodInfo> share = DecodePod(Fixture("pod-share.json"));
+  ASSERT_TRUE(share.ok()) << share.status();
+  EXPECT_EQ(share->ns, "inference");
+  EXPECT_EQ(share->request.num_gpu, 1);
+  EXPECT_EQ(share->request.memory_bytes, int64_t{18} << 30);
+  EXPECT_EQ(share->request.compute_milli, 200);
+  EXPECT_FALSE(share->active());
+  absl::StatusOr<PodInfo> whole = DecodePod(Fixture("pod-whole.json"));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->request.num_gpu, 2);  // nvidia.com/gpu limits, sidecar adds none
+  EXPECT_TRUE(whole->request.whole());
+
+  json bad = Fixture("pod-share.json");
+  bad["metadata"]["annotations"]["tessera.io/gpu-memory"] = "18Gx";
+  absl::StatusOr<PodInfo> e = DecodePod(bad);
+  ASSERT_TRUE(e.ok());  // the object is well-formed; its GPU ask is not
+  EXPECT_THAT(e->request_error, HasSubstr("pod.metadata.annotations[\"tessera.io/gpu-memory\"]"));
+  EXPECT_EQ(e->request.num_gpu, 0);
+  bad["metadata"]["annotations"].erase("tessera.io/gpu-memory");
+  EXPECT_THAT(DecodePod(bad)->request_error, HasSubstr("set both"));
+
+  Assignment a{.node = "gpu-h100-1", .gpus = {5}, .milli_per_gpu = 400};
+  EXPECT_EQ(EncodeAssignment(a), R"({"gpus":[5],"milliPerGpu":400,"node":"gpu-h100-1"})");
+  EXPECT_EQ(*DecodeAssignment(EncodeAssignment(a)), a);
+  EXPECT_FALSE(DecodeAssignment(R"({"node":"x","gpus":[-1],"milliPerGpu":1})").ok());
+  EXPECT_FALSE(DecodeAssignment("not json").ok());
+}
+
+TEST(ExtenderProtocol, KubeconfigWithCertificatesAndRelativeFiles) {
+  std::string dir = TempDir();
+  std::ofstream(dir + "/config") << R"(apiVersion: v1
+kind: Config
+current-context: prod
+clusters:
+- name: other
+  cluster: {server: "https://other:6443"}
+- name: prod
+  cluster:
+    server: https://10.0.0.1:6443/
+    certificate-authority: pki/ca.crt
+contexts:
+- name: prod
+  context: {cluster: prod, user: admin}
+users:
+- name: admin
+  user:
+    client-certificate-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==
+    client-key: /etc/keys/admin.key
+)";
+  absl::StatusOr<KubeConfig> c = LoadKubeconfig(dir + "/config");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->server, "https://10.0.0.1:6443");
+  EXPECT_EQ(c->ca_file, dir + "/pki/ca.crt");
+  EXPECT_EQ(c->client_cert_data, "-----BEGIN CERTIFICATE-----\n");
+  EXPECT_EQ(c->client_key_file, "/etc/keys/admin.key");
+  std::ofstream(dir + "/exec") << "current-context: a\nclusters: [{name: c, cluster: {server: "
+                                  "'https://x'}}]\ncontexts: [{name: a, context: {cluster: c, "
+                                  "user: u}}]\nusers: [{name: u, user: {exec: {command: aws}}}]\n";
+  EXPECT_THAT(LoadKubeconfig(dir + "/exec").status().message(), HasSubstr("exec"));
+  std::ofstream(dir + "/nocontext") << "current-context: missing\ncontexts: []\n";
+  EXPECT_THAT(LoadKubeconfig(dir + "/nocontext").status().message(), HasSubstr("missing"));
+}
+
+TEST(Extender, FilterAndPrioritizeInBothNodeCacheModes) {
+  FakeApi api;
+  Served ext(api.WriteKubeconfig(TempDir()));
+
+  // nodeCacheCapable: true. Names only; the extender looks nodes up in the API.
+  httplib::Result r = ext.Post("filter", Fixture("filter-args-nodenames.json").dump());
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  ASSERT_EQ(r->status, 200) << r->body;
+  json f = json::parse(r->body);
+  EXPECT_EQ(f["nodenames"], json({"gpu-h100-1"}));
+  EXPECT_EQ(f["error"], "");
+  // 30Gi does not fit an L4's 23 GB: no preemption can help.
+  EXPECT_THAT(f["failedAndUnresolvableNodes"]["gpu-l4-1"].get<std::string>(),
+              HasSubstr("GPU memory"));
+  EXPECT_TRUE(f["failedAndUnresolvableNodes"].contains("cpu-1"));
+  EXPECT_TRUE(f["failedAndUnresolvableNodes"].contains("gpu-unknown-9"));
+
+  // nodeCacheCapable: false. Whole Node objects in, the fitting ones echoed back.
+  r = ext.Post("filter", ArgsWithNodes(Fixture("pod-whole.json"),
+                                       {"node-h100.json", "node-l4.json", "node-cpu.json"})
+                             .dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  f = json::parse(r->body);
+  ASSERT_EQ(f["nodes"]["items"].size(), 2u);
+  EXPECT_EQ(f["nodes"]["items"][0], Fixture("node-h100.json"));
+  EXPECT_EQ(f["nodes"]["items"][1]["metadata"]["name"], "gpu-l4-1");
+
+  r = ext.Post("prioritize",
+               ArgsWithNodes(Fixture("pod-share.json"), {"node-h100.json", "node-l4.json"}).dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json p = json::parse(r->body);
+  ASSERT_TRUE(p.is_array());
+  ASSERT_EQ(p.size(), 2u);
+  for (const json& h : p) {
+    EXPECT_GE(h["score"].get<int>(), 0);
+    EXPECT_LE(h["score"].get<int>(), 10);
+  }
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+TEST(Extender, MalformedRequestsGet400WithAMessage) {
+  FakeApi api;
+  Served ext(api.WriteKubeconfig(TempDir()));
+  struct Case {
+    const char* verb;
+    std::string body;
+    const char* message;
+  };
+  json no_names = Fixture("filter-args-nodenames.json");
+  no_names.erase("nodenames");
+  json bad_names = Fixture("filter-args-nodenames.json");
+  bad_names["nodenames"] = "gpu-h100-1";
+  json no_pod_name = Fixture("filter-args-nodenames.json");
+  no_pod_name["pod"]["metadata"].erase("name");
+  for (const Case& c : std::vector<Case>{
+           {"filter", "{", "invalid JSON"},
+           {"filter", "[]", "expected an object"},
+           {"filter", R"({"nodenames": []})", "pod: required"},
+           {"prioritize", no_names.dump(), "expected nodes"},
+           {"prioritize", bad_names.dump(), "nodenames: expected an array"},
+           {"filter", no_pod_name.dump(), "pod.metadata.name"},
+           {"bind", R"({"podName": "a", "podNamespace": "b", "node": "c"})", "podUID"},
+           {"bind", "", "invalid JSON"},
+       }) {
+    httplib::Result r = ext.Post(c.verb, c.body);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << c.verb << " " << c.body;
+    EXPECT_THAT(r->body, HasSubstr(c.message)) << c.body;
+  }
+  // A well-formed request for a pod with a wrong annotation: the protocol's error field.
+  json args = Fixture("filter-args-nodenames.json");
+  args["pod"]["metadata"]["annotations"]["tessera.io/gpu-compute"] = "1.5";
+  httplib::Result r = ext.Post("filter", args.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_THAT(json::parse(r->body)["error"].get<std::string>(),
+              HasSubstr("tessera.io/gpu-compute"));
+}
+
+TEST(Extender, BindAnnotatesThenBindsAndRestartRestores) {
+  FakeApi api;
+  std::string kubeconfig = api.WriteKubeconfig(TempDir());
+  json pod = Fixture("pod-share.json");
+  api.AddPod(pod);
+  std::optional<Assignment> held;
+  {
+    Served ext(kubeconfig);
+    ASSERT_TRUE(ext.Post("filter", ArgsWithNodes(pod, {"node-h100.json"}).dump()));
+    httplib::Result r = ext.Post("bind", Fixture("binding-args.json").dump());
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+    EXPECT_EQ(json::parse(r->body), json({{"error", ""}}));
+    json stored = api.Pod("inference/chat-small-7d9f8b6c5-x2x4q");
+    EXPECT_EQ(stored["spec"]["nodeName"], "gpu-h100-1");
+    absl::StatusOr<Assignment> a = DecodeAssignment(
+        stored["metadata"]["annotations"][kGpuAssignmentAnnotation].get<std::string>());
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->node, "gpu-h100-1");
+    EXPECT_EQ(a->gpus.size(), 1u);
+    // 18Gi of 81559 MiB = 226 milli; the compute ask (200) is smaller.
+    EXPECT_EQ(a->milli_per_gpu, 226);
+    held = ext.svc->Held(pod["metadata"]["uid"]);
+    ASSERT_TRUE(held.has_value());
+    EXPECT_EQ(*held, *a);
+  }
+  // A new process: Sync lists nodes and pods and holds the same GPUs again.
+  Served again(kubeconfig);
+  ASSERT_TRUE(again.svc->Sync().ok());
+  EXPECT_EQ(again.svc->Held(pod["metadata"]["uid"]), held);
+  EXPECT_EQ(again.svc->held_pods(), 1);
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+TEST(Extender, BindOfAPodNeverFilteredFetchesItAndFailedBindReleases) {
+  FakeApi api;
+  Served ext(api.WriteKubeconfig(TempDir()));
+  json pod = SharePod(1, "40Gi", "0.3");
+  api.AddPod(pod);
+  api.FailBindingOf("chat-1");
+  json args = {{"podName", "chat-1"},
+               {"podNamespace", "inference"},
+               {"podUID", pod["metadata"]["uid"]},
+               {"node", "gpu-h100-1"}};
+  httplib::Result r = ext.Post("bind", args.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_THAT(json::parse(r->body)["error"].get<std::string>(), HasSubstr("already assigned"));
+  EXPECT_EQ(ext.svc->held_pods(), 0);  // released
+  // A pod the API does not have.
+  args["podName"] = "ghost";
+  r = ext.Post("bind", args.dump());
+  ASSERT_TRUE(r);
+  EXPECT_THAT(json::parse(r->body)["error"].get<std::string>(), HasSubstr("not found"));
+}
+
+TEST(Extender, ConcurrentBindsNeverOvercommitAGpu) {
+  FakeApi api;
+  Served ext(api.WriteKubeconfig(TempDir()));
+  // 40 pods asking for half an H100 each (39Gi of 81559 MiB is 490 milli, compute 500) on one
+  // 8-GPU node: exactly 16 fit.
+  constexpr int kPods = 40;
+  for (int i = 0; i < kPods; ++i) api.AddPod(SharePod(i, "39Gi", "0.5"));
+  std::atomic<int> ok{0}, refused{0}, broken{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kPods; i += 8) {
+        json pod = SharePod(i, "39Gi", "0.5");
+        httplib::Result f = ext.Post("filter", ArgsWithNodes(pod, {"node-h100.json"}).dump());
+        httplib::Result p = ext.Post("prioritize", ArgsWithNodes(pod, {"node-h100.json"}).dump());
+        json args = {{"podName", pod["metadata"]["name"]},
+                     {"podNamespace", "inference"},
+                     {"podUID", pod["metadata"]["uid"]},
+                     {"node", "gpu-h100-1"}};
+        httplib::Result b = ext.Post("bind", args.dump());
+        if (!f || !p || !b || f->status != 200 || p->status != 200 || b->status != 200) {
+          ++broken;
+          continue;
+        }
+        std::string error = json::parse(b->body)["error"];
+        (error.empty() ? ok : refused)++;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(broken.load(), 0);
+  EXPECT_EQ(ok.load(), 16);
+  EXPECT_EQ(refused.load(), kPods - 16);
+  std::map<int, int64_t> per_gpu;
+  int bound = 0;
+  for (const json& p : api.Pods()) {
+    if (!p["spec"].contains("nodeName")) continue;
+    ++bound;
+    absl::StatusOr<Assignment> a =
+        DecodeAssignment(p["metadata"]["annotations"][kGpuAssignmentAnnotation].get<std::string>());
+    ASSERT_TRUE(a.ok());
+    for (int g : a->gpus) per_gpu[g] += a->milli_per_gpu;
+  }
+  EXPECT_EQ(bound, 16);
+  EXPECT_EQ(per_gpu.size(), 8u);
+  for (const auto& [g, milli] : per_gpu) EXPECT_LE(milli, 1000) << "GPU " << g;
+  EXPECT_THAT(ext.svc->Metrics().body, HasSubstr("tessera_extender_binds_total{result=\"ok\"} 16"));
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+}  // namespace
+}  // namespace tessera::adapters

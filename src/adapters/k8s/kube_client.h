@@ -1,0 +1,68 @@
+// A thin Kubernetes API client: just enough REST for the scheduler extender (list nodes and
+// pods, get one, patch a pod's annotations, post a Binding), over libcurl. Configuration comes
+// from the in-cluster service account (KUBERNETES_SERVICE_HOST/PORT, the token and CA under
+// /var/run/secrets/kubernetes.io/serviceaccount) or a kubeconfig file (its current context:
+// server, certificate-authority[-data], insecure-skip-tls-verify, token / tokenFile,
+// client-certificate[-data] and client-key[-data]). The token is re-read on every request
+// (projected tokens rotate) and never appears in errors.
+//
+// Example:
+//   absl::StatusOr<KubeConfig> cfg = LoadKubeconfig("/home/me/.kube/config");
+//   KubeClient kube(*cfg);
+//   absl::StatusOr<KubeResponse> r = kube.Get("/api/v1/nodes");
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace tessera::adapters {
+
+struct KubeConfig {
+  std::string server;  // https://host:port (or http:// for tests)
+  std::string token;
+  std::string token_file;  // read per request when set
+  std::string ca_file;
+  std::string ca_data;  // PEM
+  std::string client_cert_file;
+  std::string client_cert_data;  // PEM
+  std::string client_key_file;
+  std::string client_key_data;  // PEM
+  bool insecure_skip_tls_verify = false;
+  int timeout_ms = 10000;
+};
+
+// The in-cluster configuration; FailedPrecondition outside a pod.
+absl::StatusOr<KubeConfig> InClusterConfig(
+    const std::string& secrets_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+// The current context of a kubeconfig file; errors name the file and the missing entry.
+absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path);
+
+struct KubeResponse {
+  long status = 0;
+  std::string body;
+};
+
+class KubeClient {
+ public:
+  explicit KubeClient(KubeConfig config);
+  const KubeConfig& config() const { return config_; }
+
+  // `path` starts with "/api/...". Transport errors are Unavailable; HTTP statuses come back
+  // in the response.
+  absl::StatusOr<KubeResponse> Request(const std::string& method, const std::string& path,
+                                       const std::string& body = "",
+                                       const std::string& content_type = "application/json") const;
+  absl::StatusOr<KubeResponse> Get(const std::string& path) const { return Request("GET", path); }
+
+  // Status from a response: OK for 2xx, else an error with the API's Status message.
+  static absl::Status Check(const KubeResponse& r, const std::string& what);
+
+ private:
+  KubeConfig config_;
+};
+
+// Percent-encodes a path segment or query value.
+std::string UrlEscape(const std::string& text);
+
+}  // namespace tessera::adapters

@@ -1,0 +1,137 @@
+#include "cmd/scheduler_extender_command.h"
+
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "adapters/io/files.h"
+#include "adapters/k8s/extender_service.h"
+#include "placement/gpushare/fragmentation.h"
+#include "placement/gpushare/policies.h"
+
+namespace tessera::cmd {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void OnSignal(int) { g_stop.store(true); }
+
+int Fail(const std::string& message) {
+  std::cerr << "tessera scheduler-extender: " << message << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int RunSchedulerExtender(const ExtenderFlags& flags) {
+  size_t colon = flags.listen.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(flags.listen.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return Fail(absl::StrCat("--listen ", flags.listen, ": expected HOST:PORT, e.g. 0.0.0.0:8888"));
+  }
+  std::string host = flags.listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+
+  // Restart recovery input: files if given, else the API.
+  std::vector<placement::gpushare::OnlineNode> nodes;
+  std::vector<adapters::PodInfo> pods;
+  if (!flags.nodes_file.empty()) {
+    absl::StatusOr<std::string> text = adapters::ReadFile(flags.nodes_file);
+    if (!text.ok()) return Fail(std::string(text.status().message()));
+    auto decoded = adapters::DecodeNodeListJson(*text);
+    if (!decoded.ok())
+      return Fail(absl::StrCat(flags.nodes_file, ": ", decoded.status().message()));
+    nodes = *decoded;
+  }
+  if (!flags.pods_file.empty()) {
+    absl::StatusOr<std::string> text = adapters::ReadFile(flags.pods_file);
+    if (!text.ok()) return Fail(std::string(text.status().message()));
+    auto decoded = adapters::DecodePodList(*text);
+    if (!decoded.ok()) return Fail(absl::StrCat(flags.pods_file, ": ", decoded.status().message()));
+    pods = *decoded;
+  }
+
+  std::unique_ptr<adapters::KubeClient> kube;
+  if (!flags.kubeconfig.empty()) {
+    absl::StatusOr<adapters::KubeConfig> cfg = adapters::LoadKubeconfig(flags.kubeconfig);
+    if (!cfg.ok()) return Fail(std::string(cfg.status().message()));
+    kube = std::make_unique<adapters::KubeClient>(*cfg);
+  } else if (std::getenv("KUBERNETES_SERVICE_HOST") != nullptr) {
+    absl::StatusOr<adapters::KubeConfig> cfg = adapters::InClusterConfig();
+    if (!cfg.ok()) return Fail(std::string(cfg.status().message()));
+    kube = std::make_unique<adapters::KubeClient>(*cfg);
+  } else {
+    std::cerr << "tessera scheduler-extender: no --kubeconfig and not in a pod: serving filter "
+                 "and prioritize only; bind will answer with an error\n";
+  }
+
+  // FGD needs its target workload up front: the GPU pods running now.
+  std::vector<placement::gpushare::PodSpec> running;
+  for (const adapters::PodInfo& p : pods) {
+    if (p.active() && p.assignment.has_value() && !p.assignment->gpus.empty()) {
+      placement::gpushare::PodSpec s;
+      s.num_gpu = static_cast<int>(p.assignment->gpus.size());
+      s.gpu_milli = p.assignment->milli_per_gpu;
+      running.push_back(s);
+    }
+  }
+  auto policy = placement::gpushare::MakePolicy(flags.policy,
+                                                placement::gpushare::BuildTargetWorkload(running));
+  if (!policy.ok()) return Fail(absl::StrCat("--policy: ", policy.status().message()));
+
+  adapters::ExtenderService svc(std::move(*policy), std::move(kube));
+  bool have_api = !flags.kubeconfig.empty() || std::getenv("KUBERNETES_SERVICE_HOST") != nullptr;
+  if (!nodes.empty() || !pods.empty()) {
+    for (const std::string& p : svc.Rebuild(nodes, pods)) {
+      std::cerr << "tessera scheduler-extender: restore: " << p << "\n";
+    }
+  } else if (have_api) {
+    if (absl::Status s = svc.Sync(); !s.ok()) {
+      return Fail(absl::StrCat("initial sync from the API: ", s.message()));
+    }
+  }
+  std::cerr << "tessera scheduler-extender: policy " << flags.policy << ", " << svc.held_pods()
+            << " pods holding GPUs restored\n";
+
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  std::thread resync;
+  if (have_api && flags.resync_seconds > 0) {
+    resync = std::thread([&svc, &flags] {
+      auto period = std::chrono::milliseconds(static_cast<int64_t>(flags.resync_seconds * 1000));
+      auto next = std::chrono::steady_clock::now() + period;
+      while (!g_stop.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (std::chrono::steady_clock::now() < next) continue;
+        next += period;
+        if (absl::Status s = svc.Sync(); !s.ok()) {
+          std::cerr << "tessera scheduler-extender: resync: " << s.message() << "\n";
+        }
+      }
+    });
+  }
+  std::atomic<int> bound{0};
+  std::thread announce([&bound, &host] {
+    while (bound.load() == 0 && !g_stop.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (bound.load() > 0) {
+      std::cerr << "tessera scheduler-extender: listening on " << host << ":" << bound.load()
+                << "\n";
+    }
+  });
+  absl::Status s = adapters::ServeExtender(svc, host, port, &g_stop, &bound);
+  g_stop.store(true);
+  announce.join();
+  if (resync.joinable()) resync.join();
+  if (!s.ok()) return Fail(std::string(s.message()));
+  return 0;
+}
+
+}  // namespace tessera::cmd

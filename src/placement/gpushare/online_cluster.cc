@@ -1,0 +1,305 @@
+#include "placement/gpushare/online_cluster.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status.h"
+
+namespace tessera::placement::gpushare {
+
+OnlineCluster::OnlineCluster(std::unique_ptr<Policy> policy) : policy_(std::move(policy)) {}
+
+std::vector<std::string> OnlineCluster::UpsertNode(const OnlineNode& node) {
+  auto it = index_.find(node.name);
+  if (it == index_.end()) {
+    index_[node.name] = state_.AddNode({.name = node.name,
+                                        .cpu_milli = 0,
+                                        .memory_mib = 0,
+                                        .gpus = node.gpus,
+                                        .model = node.model});
+    nodes_.push_back(node);
+    return {};
+  }
+  if (nodes_[it->second] == node) {
+    return {};
+  }
+  // Capacity changed (a GPU went away, MIG or a relabel): rebuild the state and hold again
+  // every pod that still fits.
+  nodes_[it->second] = node;
+  std::map<std::string, Held> held = std::move(held_);
+  held_.clear();
+  state_ = ClusterState({});
+  for (const OnlineNode& n : nodes_) {
+    state_.AddNode(
+        {.name = n.name, .cpu_milli = 0, .memory_mib = 0, .gpus = n.gpus, .model = n.model});
+  }
+  std::vector<std::string> dropped;
+  for (auto& [uid, h] : held) {
+    if (!Hold(uid, index_[h.a.node], h.a).ok()) {
+      dropped.push_back(uid);
+    } else {
+      held_[uid].generation = h.generation;
+    }
+  }
+  return dropped;
+}
+
+absl::StatusOr<int64_t> OnlineCluster::ShareOn(const GpuRequest& req,
+                                               const OnlineNode& node) const {
+  if (req.num_gpu <= 0) {
+    return 0;
+  }
+  if (node.gpus <= 0 || node.model.empty()) {
+    return absl::FailedPreconditionError("node has no GPUs Tessera knows");
+  }
+  if (!req.models.empty() &&
+      std::find(req.models.begin(), req.models.end(), node.model) == req.models.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "GPU model ", node.model, " is not among the allowed ", absl::StrJoin(req.models, ",")));
+  }
+  if (req.num_gpu > node.gpus) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("asks for ", req.num_gpu, " GPUs; the node has ", node.gpus));
+  }
+  if (req.memory_bytes > node.gpu_memory_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat("asks for ", req.memory_bytes,
+                                                      " bytes of GPU memory per GPU; the node's ",
+                                                      node.model, " has ", node.gpu_memory_bytes));
+  }
+  if (req.whole()) {
+    return kGpuMilli;
+  }
+  int64_t by_memory = 0;
+  if (req.memory_bytes > 0) {
+    // ceil(memory * 1000 / gpu_memory) without overflow for any real GPU size
+    __int128 num = static_cast<__int128>(req.memory_bytes) * kGpuMilli;
+    by_memory = static_cast<int64_t>((num + node.gpu_memory_bytes - 1) / node.gpu_memory_bytes);
+  }
+  return std::clamp<int64_t>(std::max(req.compute_milli, by_memory), 1, kGpuMilli);
+}
+
+PodSpec OnlineCluster::SpecOn(const GpuRequest& req, int64_t share) const {
+  PodSpec p;
+  p.num_gpu = req.num_gpu;
+  p.gpu_milli = share;
+  p.gpu_spec = req.models;
+  return p;
+}
+
+PodSpec OnlineCluster::SpecOf(const Assignment& a) {
+  PodSpec p;
+  p.num_gpu = static_cast<int>(a.gpus.size());
+  p.gpu_milli = a.milli_per_gpu;
+  return p;
+}
+
+std::string OnlineCluster::Unfit(const GpuRequest& req, int node, bool* unresolvable) const {
+  absl::StatusOr<int64_t> share = ShareOn(req, nodes_[node]);
+  if (!share.ok()) {
+    *unresolvable = true;
+    return std::string(share.status().message());
+  }
+  *unresolvable = false;
+  if (state_.Fits(node, SpecOn(req, *share))) {
+    return "";
+  }
+  if (req.whole() || req.num_gpu > 1) {
+    return absl::StrCat("fewer than ", req.num_gpu, " fully free GPUs");
+  }
+  return absl::StrCat("no GPU has ", *share, " milli-GPU free");
+}
+
+FilterOutcome OnlineCluster::Filter(const GpuRequest& req,
+                                    const std::vector<std::string>& names) const {
+  FilterOutcome out;
+  for (const std::string& name : names) {
+    if (req.num_gpu <= 0) {
+      out.fit.push_back(name);
+      continue;
+    }
+    auto it = index_.find(name);
+    if (it == index_.end()) {
+      out.unresolvable[name] = "node unknown to the Tessera extender";
+      continue;
+    }
+    bool unresolvable = false;
+    std::string why = Unfit(req, it->second, &unresolvable);
+    if (why.empty()) {
+      out.fit.push_back(name);
+    } else if (unresolvable) {
+      out.unresolvable[name] = why;
+    } else {
+      out.failed[name] = why;
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, int64_t>> OnlineCluster::Prioritize(
+    const GpuRequest& req, const std::vector<std::string>& names, int64_t max_score) const {
+  std::vector<std::pair<std::string, int64_t>> raw;
+  for (const std::string& name : names) {
+    auto it = index_.find(name);
+    if (req.num_gpu <= 0) {
+      raw.emplace_back(name, 0);
+      continue;
+    }
+    if (it == index_.end()) {
+      continue;
+    }
+    absl::StatusOr<int64_t> share = ShareOn(req, nodes_[it->second]);
+    if (!share.ok()) {
+      continue;
+    }
+    PodSpec spec = SpecOn(req, *share);
+    if (!state_.Fits(it->second, spec)) {
+      continue;
+    }
+    // The policy's score first; among equal scores, the node left with the least free GPU
+    // share (best fit), so that ties pack rather than fall to kube-scheduler's own scoring,
+    // which spreads by default.
+    const NodeState& n = state_.node(it->second);
+    int64_t capacity = static_cast<int64_t>(n.gpu_free.size()) * kGpuMilli;
+    int64_t free_after = n.gpu_free_total() - spec.gpu_request();
+    int64_t fit = 999 - free_after * 999 / std::max<int64_t>(capacity, 1);
+    raw.emplace_back(name, policy_->Score(state_, it->second, spec).score * 1000 + fit);
+  }
+  if (raw.empty()) {
+    return raw;
+  }
+  auto [lo, hi] = std::minmax_element(
+      raw.begin(), raw.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  int64_t min = lo->second;
+  int64_t span = hi->second - min;
+  for (auto& [name, score] : raw) {
+    // Equal raw scores map to equal scores; only the best gets max_score.
+    score = span == 0 ? 0 : (score - min) * max_score / span;
+  }
+  return raw;
+}
+
+absl::Status OnlineCluster::Hold(const std::string& uid, int node, const Assignment& a) {
+  PodSpec spec = SpecOf(a);
+  const NodeState& n = state_.node(node);
+  std::vector<int> seen;
+  for (int g : a.gpus) {
+    if (g < 0 || g >= static_cast<int>(n.gpu_free.size())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("GPU ", g, " does not exist on node ", a.node));
+    }
+    if (std::find(seen.begin(), seen.end(), g) != seen.end()) {
+      return absl::FailedPreconditionError(absl::StrCat("GPU ", g, " listed twice"));
+    }
+    seen.push_back(g);
+    if (n.gpu_free[g] < a.milli_per_gpu) {
+      return absl::FailedPreconditionError(absl::StrCat("GPU ", g, " on ", a.node, " has ",
+                                                        n.gpu_free[g], " milli free, needs ",
+                                                        a.milli_per_gpu));
+    }
+  }
+  if (a.milli_per_gpu < 1 || a.milli_per_gpu > kGpuMilli ||
+      (a.gpus.size() > 1 && a.milli_per_gpu != kGpuMilli)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("share ", a.milli_per_gpu, " milli is not 1..1000 (1000 for multi-GPU)"));
+  }
+  state_.Assign(node, spec, a.gpus);
+  held_[uid] = Held{a, spec, ++generation_};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Assignment> OnlineCluster::Reserve(const std::string& uid, const GpuRequest& req,
+                                                  const std::string& node) {
+  auto it = index_.find(node);
+  if (it == index_.end()) {
+    return absl::NotFoundError(absl::StrCat("node ", node, " unknown to the Tessera extender"));
+  }
+  if (const Assignment* held = Find(uid); held != nullptr) {
+    if (held->node == node) {
+      return *held;
+    }
+    return absl::AlreadyExistsError(
+        absl::StrCat("pod ", uid, " already holds GPUs on node ", held->node));
+  }
+  Assignment a{.node = node, .gpus = {}, .milli_per_gpu = 0};
+  if (req.num_gpu <= 0) {
+    return a;
+  }
+  bool unresolvable = false;
+  std::string why = Unfit(req, it->second, &unresolvable);
+  if (!why.empty()) {
+    return absl::ResourceExhaustedError(absl::StrCat("node ", node, ": ", why));
+  }
+  TESSERA_ASSIGN_OR_RETURN(int64_t share, ShareOn(req, nodes_[it->second]));
+  PodSpec spec = SpecOn(req, share);
+  policy_->Observe(spec);
+  a.gpus = policy_->Score(state_, it->second, spec).gpus;
+  a.milli_per_gpu = share;
+  TESSERA_RETURN_IF_ERROR(Hold(uid, it->second, a));
+  return a;
+}
+
+absl::Status OnlineCluster::Restore(const std::string& uid, const Assignment& a) {
+  auto it = index_.find(a.node);
+  if (it == index_.end()) {
+    return absl::NotFoundError(absl::StrCat("node ", a.node, " unknown to the Tessera extender"));
+  }
+  if (const Assignment* held = Find(uid); held != nullptr) {
+    if (*held == a) {
+      return absl::OkStatus();
+    }
+    Release(uid);
+  }
+  if (a.gpus.empty()) {
+    return absl::OkStatus();
+  }
+  TESSERA_RETURN_IF_ERROR(Hold(uid, it->second, a));
+  policy_->Observe(SpecOf(a));
+  return absl::OkStatus();
+}
+
+void OnlineCluster::Release(const std::string& uid) {
+  auto it = held_.find(uid);
+  if (it == held_.end()) {
+    return;
+  }
+  state_.Release(index_.at(it->second.a.node), it->second.spec, it->second.a.gpus);
+  held_.erase(it);
+}
+
+const Assignment* OnlineCluster::Find(const std::string& uid) const {
+  auto it = held_.find(uid);
+  return it == held_.end() ? nullptr : &it->second.a;
+}
+
+OnlineCluster::ResyncResult OnlineCluster::Resync(const std::map<std::string, Assignment>& live,
+                                                  uint64_t since) {
+  ResyncResult r;
+  std::vector<std::string> gone;
+  for (const auto& [uid, h] : held_) {
+    auto it = live.find(uid);
+    if (h.generation > since) {
+      continue;  // reserved after the list was asked for
+    }
+    if (it == live.end() || !(it->second == h.a)) {
+      gone.push_back(uid);
+    }
+  }
+  for (const std::string& uid : gone) {
+    Release(uid);
+    ++r.released;
+  }
+  for (const auto& [uid, a] : live) {
+    if (held_.contains(uid) || a.gpus.empty()) {
+      continue;
+    }
+    if (absl::Status s = Restore(uid, a); s.ok()) {
+      ++r.restored;
+    } else {
+      r.conflicts.push_back(absl::StrCat(uid, ": ", s.message()));
+    }
+  }
+  return r;
+}
+
+}  // namespace tessera::placement::gpushare

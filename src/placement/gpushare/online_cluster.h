@@ -1,0 +1,135 @@
+// The scheduler extender's long-lived view of a Kubernetes cluster's GPUs: nodes by name, pods
+// by UID with the GPUs and share each was given, and a scheduling policy over a ClusterState.
+// Unlike the trace benchmark, nodes arrive over time and pods leave; a pod's share of a GPU
+// depends on the node (its memory request divided by that node's GPU memory).
+//
+// Only GPU room is filtered here: CPU, memory and everything else stay with kube-scheduler's own
+// plugins, which see every pod (the extender sees only the pods it is asked about).
+//
+// Not thread-safe; the extender serialises calls.
+//
+// Example:
+//   OnlineCluster c(MakeTesseraPolicy());
+//   c.UpsertNode({.name = "gpu-1", .gpus = 8, .model = "H100-80GB", .gpu_memory_bytes = ...});
+//   FilterOutcome f = c.Filter(req, {"gpu-1"});
+//   absl::StatusOr<Assignment> a = c.Reserve("pod-uid", req, "gpu-1");
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "placement/gpushare/cluster_state.h"
+#include "placement/gpushare/policies.h"
+
+namespace tessera::placement::gpushare {
+
+// What a pod asks of GPUs.
+struct GpuRequest {
+  int num_gpu = 0;                  // GPUs used; 0 = none (the extender passes such pods through)
+  int64_t memory_bytes = 0;         // per GPU; 0 = not given
+  int64_t compute_milli = 0;        // per GPU, 1..1000; 1000 with num_gpu >= 1 = whole GPUs
+  std::vector<std::string> models;  // allowed catalog model names; empty = any
+
+  bool whole() const { return compute_milli >= kGpuMilli; }
+};
+
+// What the extender knows of a node.
+struct OnlineNode {
+  std::string name;
+  int gpus = 0;
+  std::string model;             // catalog name; "" if the node has no known GPU
+  int64_t gpu_memory_bytes = 0;  // per GPU
+
+  bool operator==(const OnlineNode&) const = default;
+};
+
+// The GPUs a pod was given.
+struct Assignment {
+  std::string node;
+  std::vector<int> gpus;      // indices on the node
+  int64_t milli_per_gpu = 0;  // share of each (1000 = whole)
+
+  bool operator==(const Assignment&) const = default;
+};
+
+struct FilterOutcome {
+  std::vector<std::string> fit;
+  std::map<std::string, std::string> failed;        // might fit once pods leave
+  std::map<std::string, std::string> unresolvable;  // never (model, size, unknown node)
+};
+
+class OnlineCluster {
+ public:
+  explicit OnlineCluster(std::unique_ptr<Policy> policy);
+
+  // Adds a node, or updates one whose GPU count, model or memory changed (its pods are kept
+  // where they still fit; the others are dropped and named in the result).
+  std::vector<std::string> UpsertNode(const OnlineNode& node);
+  bool HasNode(const std::string& name) const { return index_.contains(name); }
+  int num_nodes() const { return static_cast<int>(nodes_.size()); }
+
+  // The per-GPU share (milli) `req` needs on `node`: the larger of its compute share and its
+  // memory over the node's GPU memory, rounded up; an error when it cannot run there at all.
+  absl::StatusOr<int64_t> ShareOn(const GpuRequest& req, const OnlineNode& node) const;
+
+  FilterOutcome Filter(const GpuRequest& req, const std::vector<std::string>& names) const;
+
+  // Scores 0..max_score for the nodes of `names` that fit (others are left out): the policy's
+  // score, ties broken by best fit, scaled so the best node gets max_score and the worst 0
+  // (kube-scheduler adds extender scores to its plugins'; only the order matters).
+  std::vector<std::pair<std::string, int64_t>> Prioritize(const GpuRequest& req,
+                                                          const std::vector<std::string>& names,
+                                                          int64_t max_score = 10) const;
+
+  // Chooses the GPUs on `node` by the policy and holds them for pod `uid`. Reserving a pod
+  // that already holds GPUs on that node returns the held assignment; on another node, an error.
+  absl::StatusOr<Assignment> Reserve(const std::string& uid, const GpuRequest& req,
+                                     const std::string& node);
+  // Holds exactly `a` for `uid` (restoring a recorded assignment); an error if the node is
+  // unknown or the GPUs lack room.
+  absl::Status Restore(const std::string& uid, const Assignment& a);
+  // Frees what `uid` holds (no-op if nothing).
+  void Release(const std::string& uid);
+  const Assignment* Find(const std::string& uid) const;
+
+  // Makes the held set equal `live` (from a fresh pod list), except reservations made at
+  // generation > `since` (after the list was requested), which the list may not show yet.
+  // Returns the number of pods released and restored, and the ones that could not be restored.
+  struct ResyncResult {
+    int released = 0;
+    int restored = 0;
+    std::vector<std::string> conflicts;
+  };
+  ResyncResult Resync(const std::map<std::string, Assignment>& live, uint64_t since);
+  uint64_t generation() const { return generation_; }
+
+  int64_t used_milli() const { return state_.used_gpu_milli(); }
+  int64_t total_milli() const { return state_.total_gpu_milli(); }
+  int pods() const { return static_cast<int>(held_.size()); }
+  const Policy& policy() const { return *policy_; }
+
+ private:
+  struct Held {
+    Assignment a;
+    PodSpec spec;
+    uint64_t generation = 0;
+  };
+  PodSpec SpecOn(const GpuRequest& req, int64_t share) const;
+  static PodSpec SpecOf(const Assignment& a);
+  absl::Status Hold(const std::string& uid, int node, const Assignment& a);
+  std::string Unfit(const GpuRequest& req, int node, bool* unresolvable) const;
+
+  std::unique_ptr<Policy> policy_;
+  ClusterState state_{{}};
+  std::vector<OnlineNode> nodes_;
+  absl::flat_hash_map<std::string, int> index_;
+  std::map<std::string, Held> held_;
+  uint64_t generation_ = 0;
+};
+
+}  // namespace tessera::placement::gpushare

@@ -1,0 +1,140 @@
+#include "placement/gpushare/online_cluster.h"
+
+#include "gtest/gtest.h"
+#include "placement/gpushare/tessera_policy.h"
+
+namespace tessera::placement::gpushare {
+namespace {
+
+constexpr int64_t kGi = int64_t{1} << 30;
+
+OnlineNode H100(const std::string& name, int gpus = 8) {
+  return {.name = name, .gpus = gpus, .model = "H100-80GB", .gpu_memory_bytes = 80 * kGi};
+}
+
+GpuRequest Share(int64_t memory_gib, int64_t compute_milli) {
+  return {
+      .num_gpu = 1, .memory_bytes = memory_gib * kGi, .compute_milli = compute_milli, .models = {}};
+}
+
+GpuRequest Whole(int n) {
+  return {.num_gpu = n, .memory_bytes = 0, .compute_milli = kGpuMilli, .models = {}};
+}
+
+TEST(OnlineCluster, ShareIsTheLargerOfComputeAndMemory) {
+  OnlineCluster c(MakeTesseraPolicy());
+  OnlineNode h = H100("a");
+  EXPECT_EQ(*c.ShareOn(Share(20, 100), h), 250);  // 20/80 of the memory
+  EXPECT_EQ(*c.ShareOn(Share(8, 300), h), 300);   // compute dominates
+  EXPECT_EQ(*c.ShareOn(Share(1, 1), h), 13);      // ceil(1000/80)
+  EXPECT_EQ(*c.ShareOn(Whole(2), h), kGpuMilli);
+  EXPECT_FALSE(c.ShareOn(Share(81, 100), h).ok());  // larger than the GPU
+  EXPECT_FALSE(c.ShareOn(Whole(9), h).ok());
+  GpuRequest l4_only = Share(8, 100);
+  l4_only.models = {"L4"};
+  EXPECT_FALSE(c.ShareOn(l4_only, h).ok());
+  EXPECT_FALSE(c.ShareOn(Share(8, 100),
+                         OnlineNode{.name = "cpu", .gpus = 0, .model = "", .gpu_memory_bytes = 0})
+                   .ok());
+}
+
+TEST(OnlineCluster, FilterSeparatesFullFromNeverFits) {
+  OnlineCluster c(MakeTesseraPolicy());
+  c.UpsertNode(H100("a", 1));
+  c.UpsertNode(H100("b", 1));
+  c.UpsertNode({.name = "cpu", .gpus = 0, .model = "", .gpu_memory_bytes = 0});
+  ASSERT_TRUE(c.Reserve("p1", Share(60, 100), "a").ok());  // 750 milli on a's only GPU
+  FilterOutcome f = c.Filter(Share(40, 100), {"a", "b", "cpu", "ghost"});
+  EXPECT_EQ(f.fit, std::vector<std::string>{"b"});
+  EXPECT_EQ(f.failed.count("a"), 1u);
+  EXPECT_EQ(f.unresolvable.count("cpu"), 1u);
+  EXPECT_EQ(f.unresolvable.count("ghost"), 1u);
+  // A pod that asks for no GPU fits everywhere.
+  EXPECT_EQ(c.Filter(GpuRequest{}, {"a", "cpu"}).fit.size(), 2u);
+}
+
+TEST(OnlineCluster, ReserveReleaseAndIdempotence) {
+  OnlineCluster c(MakeTesseraPolicy());
+  c.UpsertNode(H100("a", 2));
+  absl::StatusOr<Assignment> a = c.Reserve("p1", Share(40, 100), "a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->milli_per_gpu, 500);
+  EXPECT_EQ(a->gpus.size(), 1u);
+  EXPECT_EQ(c.used_milli(), 500);
+  // A retried bind to the same node returns the same GPUs; to another node, an error.
+  EXPECT_EQ(*c.Reserve("p1", Share(40, 100), "a"), *a);
+  c.UpsertNode(H100("b", 2));
+  EXPECT_FALSE(c.Reserve("p1", Share(40, 100), "b").ok());
+  // Whole GPUs need fully free ones.
+  EXPECT_FALSE(c.Reserve("p2", Whole(2), "a").ok());
+  ASSERT_TRUE(c.Reserve("p3", Whole(1), "a").ok());
+  EXPECT_EQ(c.used_milli(), 1500);
+  c.Release("p1");
+  c.Release("p1");  // no-op
+  EXPECT_EQ(c.used_milli(), 1000);
+  EXPECT_EQ(c.pods(), 1);
+}
+
+TEST(OnlineCluster, PrioritizeRanksByPolicyScaledToMax) {
+  OnlineCluster c(MakeTesseraPolicy());
+  for (const char* n : {"a", "b", "c"}) {
+    c.UpsertNode(H100(n, 1));
+  }
+  ASSERT_TRUE(c.Restore("x", {.node = "b", .gpus = {0}, .milli_per_gpu = 500}).ok());
+  auto scores = c.Prioritize(Share(40, 100), {"a", "b", "c"});
+  ASSERT_EQ(scores.size(), 3u);
+  int64_t best = -1;
+  for (const auto& [name, s] : scores) {
+    EXPECT_GE(s, 0);
+    EXPECT_LE(s, 10);
+    best = std::max(best, s);
+  }
+  EXPECT_EQ(best, 10);
+  // Filling b's half GPU exactly strands nothing; it must be the (or a) top choice.
+  EXPECT_EQ(scores[1].first, "b");
+  EXPECT_EQ(scores[1].second, 10);
+}
+
+TEST(OnlineCluster, RestoreRejectsConflictsAndBadAssignments) {
+  OnlineCluster c(MakeTesseraPolicy());
+  c.UpsertNode(H100("a", 2));
+  EXPECT_TRUE(c.Restore("p1", {.node = "a", .gpus = {1}, .milli_per_gpu = 700}).ok());
+  EXPECT_FALSE(c.Restore("p2", {.node = "a", .gpus = {1}, .milli_per_gpu = 400}).ok());
+  EXPECT_FALSE(c.Restore("p3", {.node = "a", .gpus = {2}, .milli_per_gpu = 100}).ok());
+  EXPECT_FALSE(c.Restore("p4", {.node = "a", .gpus = {0, 0}, .milli_per_gpu = 1000}).ok());
+  EXPECT_FALSE(c.Restore("p5", {.node = "a", .gpus = {0, 1}, .milli_per_gpu = 300}).ok());
+  EXPECT_FALSE(c.Restore("p6", {.node = "zz", .gpus = {0}, .milli_per_gpu = 100}).ok());
+  EXPECT_EQ(c.used_milli(), 700);
+}
+
+TEST(OnlineCluster, ResyncReleasesLeaversKeepsRecentReservations) {
+  OnlineCluster c(MakeTesseraPolicy());
+  c.UpsertNode(H100("a", 4));
+  ASSERT_TRUE(c.Restore("old", {.node = "a", .gpus = {0}, .milli_per_gpu = 1000}).ok());
+  uint64_t list_started = c.generation();
+  ASSERT_TRUE(c.Reserve("fresh", Whole(1), "a").ok());  // bound while the list was in flight
+  std::map<std::string, Assignment> live = {
+      {"other", {.node = "a", .gpus = {3}, .milli_per_gpu = 200}}};
+  OnlineCluster::ResyncResult r = c.Resync(live, list_started);
+  EXPECT_EQ(r.released, 1);  // "old" left
+  EXPECT_EQ(r.restored, 1);  // "other" bound by someone else
+  EXPECT_EQ(c.Find("old"), nullptr);
+  EXPECT_NE(c.Find("fresh"), nullptr);
+  EXPECT_NE(c.Find("other"), nullptr);
+  EXPECT_EQ(c.used_milli(), 1200);
+}
+
+TEST(OnlineCluster, NodeChangeKeepsPodsThatStillFit) {
+  OnlineCluster c(MakeTesseraPolicy());
+  c.UpsertNode(H100("a", 4));
+  ASSERT_TRUE(c.Restore("p0", {.node = "a", .gpus = {0}, .milli_per_gpu = 500}).ok());
+  ASSERT_TRUE(c.Restore("p3", {.node = "a", .gpus = {3}, .milli_per_gpu = 500}).ok());
+  std::vector<std::string> dropped = c.UpsertNode(H100("a", 2));  // two GPUs went away
+  EXPECT_EQ(dropped, std::vector<std::string>{"p3"});
+  EXPECT_EQ(c.total_milli(), 2000);
+  EXPECT_EQ(c.used_milli(), 500);
+  EXPECT_TRUE(c.UpsertNode(H100("a", 2)).empty());  // unchanged: nothing happens
+}
+
+}  // namespace
+}  // namespace tessera::placement::gpushare

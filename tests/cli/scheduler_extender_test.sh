@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# End-to-end test of the `tessera scheduler-extender` binary: it restores its state from
+# `kubectl get nodes/pods -o json` files (a restart), serves filter/prioritize on a free port,
+# answers 400 to a malformed request, refuses to bind without an API, and exits 0 on SIGTERM.
+# Usage: scheduler_extender_test.sh path/to/tessera
+set -u
+TESSERA=${1:?usage: scheduler_extender_test.sh path/to/tessera}
+DATA=${TESSERA_SOURCE_DIR:?}/tests/data/extender
+WORK=$(mktemp -d)
+PID=""
+trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
+passed=0
+failed=0
+check() {
+  local name=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $name" >&2; fi
+}
+
+python3 - "$DATA" "$WORK" <<'PY'
+import json, sys
+data, work = sys.argv[1], sys.argv[2]
+nodes = [json.load(open(f"{data}/{n}.json")) for n in ("node-h100", "node-l4", "node-cpu")]
+json.dump({"apiVersion": "v1", "kind": "List", "items": nodes}, open(f"{work}/nodes.json", "w"))
+pods = []
+# Seven running pods fill GPU 0..6 of gpu-h100-1 completely and GPU 7 to 700 milli.
+for i in range(8):
+    p = json.load(open(f"{data}/pod-share.json"))
+    p["metadata"]["name"] = f"running-{i}"
+    p["metadata"]["uid"] = f"uid-running-{i}"
+    p["spec"]["nodeName"] = "gpu-h100-1"
+    p["status"]["phase"] = "Running"
+    milli = 700 if i == 7 else 1000
+    p["metadata"]["annotations"]["tessera.io/gpu-assignment"] = json.dumps(
+        {"node": "gpu-h100-1", "gpus": [i], "milliPerGpu": milli})
+    pods.append(p)
+done = json.load(open(f"{data}/pod-share.json"))
+done["metadata"]["name"], done["metadata"]["uid"] = "finished", "uid-finished"
+done["spec"]["nodeName"], done["status"]["phase"] = "gpu-l4-1", "Succeeded"
+done["metadata"]["annotations"]["tessera.io/gpu-assignment"] = json.dumps(
+    {"node": "gpu-l4-1", "gpus": [0], "milliPerGpu": 1000})
+pods.append(done)
+json.dump({"apiVersion": "v1", "kind": "PodList", "items": pods}, open(f"{work}/pods.json", "w"))
+PY
+
+env -u KUBERNETES_SERVICE_HOST "$TESSERA" scheduler-extender --listen 127.0.0.1:0 \
+  --nodes "$WORK/nodes.json" --pods "$WORK/pods.json" 2>"$WORK/stderr" &
+PID=$!
+for _ in $(seq 100); do
+  grep -q 'listening on' "$WORK/stderr" && break
+  sleep 0.1
+done
+PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/stderr")
+check "announces its port" test -n "$PORT"
+check "restored 8 running pods, not the finished one" grep -q '8 pods holding GPUs restored' "$WORK/stderr"
+
+post() {  # post VERB FILE -> prints "STATUS BODY"
+  python3 - "$PORT" "$1" "$2" <<'PY'
+import sys, urllib.request, urllib.error
+port, verb, path = sys.argv[1:4]
+req = urllib.request.Request(f"http://127.0.0.1:{port}/{verb}", data=open(path, "rb").read(),
+                             headers={"Content-Type": "application/json"})
+try:
+    with urllib.request.urlopen(req, timeout=10) as r:
+        print(r.status, r.read().decode())
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode())
+PY
+}
+
+# 0.4 of a GPU: the H100 node has only 300 milli left on GPU 7, so only the L4 fits.
+python3 - "$DATA" "$WORK" <<'PY'
+import json, sys
+data, work = sys.argv[1], sys.argv[2]
+pod = json.load(open(f"{data}/pod-share.json"))
+pod["metadata"]["annotations"]["tessera.io/gpu-memory"] = "8Gi"
+pod["metadata"]["annotations"]["tessera.io/gpu-compute"] = "0.4"
+json.dump({"pod": pod, "nodenames": ["gpu-h100-1", "gpu-l4-1", "cpu-1"]},
+          open(f"{work}/args.json", "w"))
+json.dump({"podName": "x", "podNamespace": "inference", "podUID": "u", "node": "gpu-l4-1"},
+          open(f"{work}/bind.json", "w"))
+open(f"{work}/bad.json", "w").write('{"pod": ')
+PY
+out=$(post filter "$WORK/args.json")
+check "filter answers 200" test "${out%% *}" = 200
+check "filter keeps only the L4" python3 -c '
+import json, sys
+r = json.loads(sys.argv[1].split(" ", 1)[1])
+assert r["nodenames"] == ["gpu-l4-1"], r
+assert "gpu-h100-1" in r["failedNodes"] and "cpu-1" in r["failedAndUnresolvableNodes"], r' "$out"
+out=$(post prioritize "$WORK/args.json")
+check "prioritize scores every node" python3 -c '
+import json, sys
+r = json.loads(sys.argv[1].split(" ", 1)[1])
+assert [h["host"] for h in r] == ["gpu-h100-1", "gpu-l4-1", "cpu-1"], r
+assert all(0 <= h["score"] <= 10 for h in r), r' "$out"
+out=$(post filter "$WORK/bad.json")
+check "malformed request gets 400" test "${out%% *}" = 400
+check "with a message" grep -q 'invalid JSON' <<<"$out"
+out=$(post bind "$WORK/bind.json")
+check "bind without an API is refused in the result" grep -q 'no Kubernetes API' <<<"$out"
+
+kill -TERM "$PID"
+wait "$PID"
+rc=$?
+PID=""
+check "exits 0 on SIGTERM" test "$rc" = 0
+
+# Bad inputs: exit 1 with the file named.
+echo '{"items": [{"metadata": {"name": 5}}]}' >"$WORK/badnodes.json"
+"$TESSERA" scheduler-extender --listen 127.0.0.1:0 --nodes "$WORK/badnodes.json" 2>"$WORK/err"
+check "bad node list exits 1" test $? = 1
+check "names the file and field" grep -q 'badnodes.json: items\[0\].metadata.name' "$WORK/err"
+"$TESSERA" scheduler-extender --listen nowhere 2>"$WORK/err"
+check "bad --listen exits 1" test $? = 1
+
+echo "scheduler_extender_test: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
