@@ -1,0 +1,195 @@
+#include "autoscale/policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace tessera::autoscale {
+namespace {
+
+bool Fresh(const Sample& s, const AutoscalePolicy& p, absl::Time now) {
+  return s.present && std::isfinite(s.value) && s.value >= 0 && now - s.at <= p.stale_after &&
+         s.at <= now + absl::Seconds(5);  // a sample from the future is a broken clock
+}
+
+int CeilDiv(double a, double b) {
+  if (b <= 0) return 0;
+  double q = a / b;
+  // Guard against 3.0000000001 becoming 4 from floating-point noise.
+  return static_cast<int>(std::ceil(q - 1e-9));
+}
+
+// Least-squares slope of demand over time, per second; 0 with too little history.
+double Slope(const std::deque<std::pair<absl::Time, double>>& h, absl::Duration window) {
+  if (h.size() < 3 || h.back().first - h.front().first < window / 4) {
+    return 0;
+  }
+  double n = 0, st = 0, sv = 0, stt = 0, stv = 0;
+  absl::Time t0 = h.front().first;
+  for (const auto& [t, v] : h) {
+    double x = absl::ToDoubleSeconds(t - t0);
+    n += 1;
+    st += x;
+    sv += v;
+    stt += x * x;
+    stv += x * v;
+  }
+  double den = n * stt - st * st;
+  return den <= 0 ? 0 : (n * stv - st * sv) / den;
+}
+
+}  // namespace
+
+absl::Status AutoscalePolicy::Validate() const {
+  auto bad = [](absl::string_view knob, absl::string_view want) {
+    return absl::InvalidArgumentError(absl::StrCat(knob, ": expected ", want));
+  };
+  if (!(target_queue_per_replica > 0)) return bad("targetQueuePerReplica", "a number above 0");
+  if (!(target_utilization > 0 && target_utilization <= 1)) {
+    return bad("targetUtilization", "a fraction above 0 and at most 1");
+  }
+  if (!(utilization_band >= 0 && utilization_band < target_utilization)) {
+    return bad("utilizationBand", "at least 0 and below targetUtilization");
+  }
+  if (min_replicas < 0) return bad("minReplicas", "0 or more");
+  if (max_replicas < std::max(1, min_replicas)) {
+    return bad("maxReplicas", "at least 1 and at least minReplicas");
+  }
+  if (activation_threshold < 0) return bad("activationThreshold", "0 or more");
+  if (scale_up_step < 1) return bad("scaleUpStep", "1 or more");
+  if (scale_up_ratio < 0) return bad("scaleUpRatio", "0 or more");
+  if (scale_down_step < 1) return bad("scaleDownStep", "1 or more");
+  for (auto [knob, d] : {std::pair{"idleTimeout", idle_timeout},
+                         {"scaleDownWindow", scale_down_window},
+                         {"coldStart", cold_start},
+                         {"trendWindow", trend_window}}) {
+    if (d < absl::ZeroDuration()) return bad(knob, "a duration of 0 or more");
+  }
+  if (stale_after <= absl::ZeroDuration()) return bad("staleAfter", "a duration above 0");
+  return absl::OkStatus();
+}
+
+Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleState& state,
+                        absl::Time now) {
+  if (!state.initialised) {
+    state.initialised = true;
+    if (Fresh(s.ready, p, now)) {
+      state.current = static_cast<int>(s.ready.value) +
+                      (Fresh(s.starting, p, now) ? static_cast<int>(s.starting.value) : 0);
+    }
+  }
+  Decision d;
+  const int floor = std::max(p.min_replicas, 0);
+  auto clamp = [&](int r) { return std::clamp(r, floor, p.max_replicas); };
+
+  // Missing or stale data: hold, never lower, never zero.
+  if (!Fresh(s.waiting, p, now) || !Fresh(s.running, p, now) || !Fresh(s.ready, p, now)) {
+    std::string which;
+    for (auto [name, sample] :
+         {std::pair{"waiting", &s.waiting}, {"running", &s.running}, {"ready", &s.ready}}) {
+      if (!Fresh(*sample, p, now)) absl::StrAppend(&which, which.empty() ? "" : ", ", name);
+    }
+    d.replicas = clamp(std::max(state.current, 1));
+    d.reason = absl::StrCat("holding at ", d.replicas, ": no fresh ", which,
+                            " data (never lower or zero on missing data)");
+    d.data_ok = false;
+    state.current = d.replicas;
+    return d;
+  }
+
+  const double waiting = s.waiting.value;
+  const double running = s.running.value;
+  const double ready = s.ready.value;
+  const double starting = Fresh(s.starting, p, now) ? s.starting.value : 0;
+  const double demand = waiting + running;
+  if (demand > 0) {
+    state.last_busy = now;
+  }
+
+  // Demand trend, projected one cold start ahead (only upwards: a falling trend is left to the
+  // scale-down window).
+  state.demand.emplace_back(now, demand);
+  while (!state.demand.empty() && now - state.demand.front().first > p.trend_window) {
+    state.demand.pop_front();
+  }
+  double slope = Slope(state.demand, p.trend_window);
+  double projected = demand + std::max(0.0, slope) * absl::ToDoubleSeconds(p.cold_start);
+  double growth = demand > 0 ? projected / demand : 1.0;
+
+  // Queue rule: replicas run `per_replica` requests at once (observed) plus the queue target.
+  double per_replica = ready > 0 ? running / ready : 0;
+  int by_queue = CeilDiv(projected, per_replica + p.target_queue_per_replica);
+  std::string why = absl::StrFormat("queue: %.0f waiting + %.0f running", waiting, running);
+  if (slope > 0 && projected > demand + 0.5) {
+    absl::StrAppend(&why, absl::StrFormat(" (%.0f projected in %s)", projected,
+                                          absl::FormatDuration(p.cold_start)));
+  }
+  absl::StrAppend(&why, " -> ", by_queue);
+
+  // Utilisation rule (guard-rail): busy replica-equivalents over the target, outside the band.
+  int by_util = 0;
+  if (Fresh(s.utilization, p, now) && ready > 0) {
+    double util = std::min(1.0, s.utilization.value);
+    if (std::abs(util - p.target_utilization) <= p.utilization_band) {
+      by_util = static_cast<int>(ready + starting);
+      absl::StrAppend(&why, absl::StrFormat("; utilisation %.2f in band -> %d", util, by_util));
+    } else {
+      by_util = CeilDiv(util * ready * growth, p.target_utilization);
+      absl::StrAppend(&why, absl::StrFormat("; utilisation %.2f -> %d", util, by_util));
+    }
+  }
+  int want = std::max(by_queue, by_util);
+
+  // From zero: activation; while recently busy: at least one.
+  bool idle_long = now - state.last_busy >= p.idle_timeout;
+  if (state.current == 0 && ready + starting == 0) {
+    if (waiting > p.activation_threshold || running > 0) {
+      want = std::max(want, 1);
+      absl::StrAppend(&why, "; activation from zero");
+    } else {
+      want = 0;
+    }
+  } else if (want == 0 && !idle_long) {
+    want = 1;
+    absl::StrAppend(&why, "; idle for less than ", absl::FormatDuration(p.idle_timeout),
+                    ", keeping one");
+  }
+  want = clamp(want);
+
+  // Scale-down window: the highest recommendation within it.
+  state.recommendations.emplace_back(now, want);
+  while (!state.recommendations.empty() &&
+         now - state.recommendations.front().first > p.scale_down_window) {
+    state.recommendations.pop_front();
+  }
+  int window_max = 0;
+  for (const auto& [t, r] : state.recommendations) window_max = std::max(window_max, r);
+
+  int next = state.current;
+  if (want == 0 && idle_long && state.current > 0) {
+    // Idle for the whole timeout: that is the stabilisation for zero; no window on top.
+    next = 0;
+    d.reason = absl::StrCat("scale to zero: no request waiting or running for ",
+                            absl::FormatDuration(p.idle_timeout));
+  } else if (want > state.current) {
+    int limit =
+        state.current +
+        std::max(p.scale_up_step, static_cast<int>(std::ceil(p.scale_up_ratio * state.current)));
+    next = std::min(want, limit);
+    d.reason = absl::StrCat("scale up to ", next, ": ", why);
+  } else if (window_max < state.current) {
+    next = std::max(window_max, state.current - p.scale_down_step);
+    if (next == 0 && !idle_long) next = 1;
+    d.reason = absl::StrCat("scale down to ", next, ": ", why, "; highest in the last ",
+                            absl::FormatDuration(p.scale_down_window), " is ", window_max);
+  } else {
+    d.reason = absl::StrCat("hold at ", next, ": ", why);
+  }
+  d.replicas = clamp(next);
+  state.current = d.replicas;
+  return d;
+}
+
+}  // namespace tessera::autoscale

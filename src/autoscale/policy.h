@@ -1,0 +1,90 @@
+// Tessera's replica-count policy for one inference service: the request queue leads, GPU
+// utilisation is the guard-rail, cold starts are anticipated, idle services scale to zero, and
+// nothing scales down on data it does not have. Pure: the same code runs in `tessera scaler`
+// (fed by Prometheus on the real clock) and in `tessera sim autoscale` (on a simulated clock).
+// Every knob is documented in docs/autoscaling.md.
+//
+// Example:
+//   AutoscalePolicy policy;                 // defaults
+//   AutoscaleState state;                   // one per service, kept between calls
+//   Decision d = DecideReplicas(policy, signals, state, clock.Now());
+//   // scale the service to d.replicas; d.reason says why
+#pragma once
+
+#include <deque>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace tessera::autoscale {
+
+struct AutoscalePolicy {
+  // Waiting requests per replica the service may hold (queue target). vLLM/TGI/Triton queue
+  // requests beyond their batch; a few waiting per replica is normal, more means too few.
+  double target_queue_per_replica = 4;
+  // Mean GPU utilisation (0-1) of ready replicas to aim for, and the band around it within
+  // which the utilisation signal alone changes nothing.
+  double target_utilization = 0.75;
+  double utilization_band = 0.10;  // +/- around the target
+  int min_replicas = 0;            // warm baseline; 0 allows scale to zero
+  int max_replicas = 100;
+  // Scale to zero only after this long with no request waiting or running.
+  absl::Duration idle_timeout = absl::Minutes(10);
+  // From zero, scale to one when more than this many requests wait (strictly more).
+  double activation_threshold = 0;
+  // Scale-up: recommendations are acted on at once, at most max(step, ratio x current) more.
+  int scale_up_step = 4;
+  double scale_up_ratio = 1.0;  // +100%
+  // Scale-down: the highest recommendation within the window wins (so a short lull does not
+  // shed capacity a burst will need), and at most this many replicas go per decision.
+  absl::Duration scale_down_window = absl::Minutes(3);
+  int scale_down_step = 2;
+  // Expected time from asking for a replica to it serving. The policy projects demand this far
+  // ahead from its recent trend, so capacity is ready when the load arrives.
+  absl::Duration cold_start = absl::Seconds(60);
+  // Window over which the demand trend is estimated.
+  absl::Duration trend_window = absl::Seconds(60);
+  // Signals older than this are missing.
+  absl::Duration stale_after = absl::Seconds(60);
+
+  // InvalidArgument naming the knob when a value is out of range.
+  absl::Status Validate() const;
+};
+
+struct Sample {
+  double value = 0;
+  absl::Time at = absl::InfinitePast();
+  bool present = false;
+
+  static Sample At(double v, absl::Time t) { return {v, t, true}; }
+};
+
+struct Signals {
+  Sample waiting;      // requests queued, whole service
+  Sample running;      // requests in a batch, whole service
+  Sample utilization;  // mean GPU utilisation of ready replicas, 0-1 (optional)
+  Sample ready;        // replicas serving
+  Sample starting;     // replicas asked for, not yet serving
+};
+
+// Kept by the caller between decisions for one service.
+struct AutoscaleState {
+  int current = 0;  // the last decision (what the service is scaled to)
+  absl::Time last_busy = absl::InfinitePast();
+  std::deque<std::pair<absl::Time, int>> recommendations;  // for the scale-down window
+  std::deque<std::pair<absl::Time, double>> demand;        // for the trend
+  bool initialised = false;
+};
+
+struct Decision {
+  int replicas = 0;
+  std::string reason;
+  bool data_ok = true;  // false: decided without fresh data (held, never lowered)
+};
+
+Decision DecideReplicas(const AutoscalePolicy& policy, const Signals& signals,
+                        AutoscaleState& state, absl::Time now);
+
+}  // namespace tessera::autoscale

@@ -1,0 +1,188 @@
+#include "autoscale/policy.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera::autoscale {
+namespace {
+
+using ::testing::HasSubstr;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
+
+Signals At(absl::Time t, double waiting, double running, double ready, double starting = 0,
+           std::optional<double> util = std::nullopt) {
+  Signals s;
+  s.waiting = Sample::At(waiting, t);
+  s.running = Sample::At(running, t);
+  s.ready = Sample::At(ready, t);
+  s.starting = Sample::At(starting, t);
+  if (util) s.utilization = Sample::At(*util, t);
+  return s;
+}
+
+TEST(AutoscalePolicy, DefaultsValidateAndBadKnobsAreNamed) {
+  AutoscalePolicy p;
+  EXPECT_TRUE(p.Validate().ok());
+  p.target_utilization = 1.5;
+  EXPECT_THAT(p.Validate().message(), HasSubstr("targetUtilization"));
+  p = AutoscalePolicy();
+  p.max_replicas = 0;
+  EXPECT_THAT(p.Validate().message(), HasSubstr("maxReplicas"));
+  p = AutoscalePolicy();
+  p.min_replicas = 5;
+  p.max_replicas = 3;
+  EXPECT_FALSE(p.Validate().ok());
+}
+
+TEST(AutoscalePolicy, QueueScalesUpWithStepLimits) {
+  AutoscalePolicy p;
+  p.scale_up_step = 4;
+  p.scale_up_ratio = 1.0;
+  AutoscaleState st;
+  // 2 replicas each running 16 with 100 waiting: 132 in the system at 16 + 4 per replica.
+  Decision d = DecideReplicas(p, At(kT0, 100, 32, 2), st, kT0);
+  EXPECT_EQ(d.replicas, 6) << d.reason;  // want 7, capped at 2 + max(4, 2)
+  EXPECT_THAT(d.reason, HasSubstr("scale up"));
+  d = DecideReplicas(p, At(kT0 + absl::Seconds(5), 100, 32, 2, 4), st, kT0 + absl::Seconds(5));
+  EXPECT_EQ(d.replicas, 7) << d.reason;
+}
+
+TEST(AutoscalePolicy, UtilisationGuardRailAndBand) {
+  AutoscalePolicy p;  // target 0.75 +/- 0.10
+  AutoscaleState st;
+  // No queue but GPUs saturated: add headroom.
+  Decision d = DecideReplicas(p, At(kT0, 0, 8, 4, 0, 1.0), st, kT0);
+  EXPECT_EQ(d.replicas, 6) << d.reason;  // ceil(4 / 0.75)
+  // In band: the utilisation says nothing.
+  AutoscaleState st2;
+  d = DecideReplicas(p, At(kT0, 0, 8, 4, 0, 0.80), st2, kT0);
+  EXPECT_EQ(d.replicas, 4) << d.reason;
+}
+
+TEST(AutoscalePolicy, ScaleDownWaitsForTheWindowAndStepsDown) {
+  AutoscalePolicy p;
+  p.scale_down_window = absl::Minutes(3);
+  p.scale_down_step = 2;
+  AutoscaleState st;
+  st.current = 10;
+  st.initialised = true;
+  absl::Time t = kT0;
+  Decision d = DecideReplicas(p, At(t, 40, 160, 10, 0, 0.8), st, t);
+  EXPECT_EQ(d.replicas, 10) << d.reason;
+  // Load drops to almost nothing: held for the window, then down by 2 per decision.
+  for (int i = 1; i <= 36; ++i) {  // 3 minutes of 5 s decisions
+    t += absl::Seconds(5);
+    d = DecideReplicas(p, At(t, 0, 2, 10, 0, 0.1), st, t);
+    EXPECT_EQ(d.replicas, 10) << i << " " << d.reason;
+  }
+  t += absl::Seconds(5);
+  d = DecideReplicas(p, At(t, 0, 2, 10, 0, 0.1), st, t);
+  EXPECT_EQ(d.replicas, 8) << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("scale down"));
+}
+
+TEST(AutoscalePolicy, ScaleToZeroOnlyAfterIdleTimeoutAndBackOnActivation) {
+  AutoscalePolicy p;
+  p.idle_timeout = absl::Minutes(10);
+  p.scale_down_window = absl::Minutes(1);
+  p.activation_threshold = 0;
+  AutoscaleState st;
+  absl::Time t = kT0;
+  DecideReplicas(p, At(t, 0, 3, 1, 0, 0.5), st, t);  // last busy at t
+  Decision d;
+  for (int i = 0; i < 119; ++i) {  // 9 min 55 s of silence
+    t += absl::Seconds(5);
+    d = DecideReplicas(p, At(t, 0, 0, 1, 0, 0.0), st, t);
+    ASSERT_EQ(d.replicas, 1) << i << " " << d.reason;
+  }
+  t += absl::Seconds(5);
+  d = DecideReplicas(p, At(t, 0, 0, 1, 0, 0.0), st, t);
+  EXPECT_EQ(d.replicas, 0) << d.reason;
+  // Stays at zero while nothing arrives; one waiting request activates.
+  t += absl::Seconds(5);
+  EXPECT_EQ(DecideReplicas(p, At(t, 0, 0, 0), st, t).replicas, 0);
+  t += absl::Seconds(5);
+  d = DecideReplicas(p, At(t, 1, 0, 0), st, t);
+  EXPECT_EQ(d.replicas, 1) << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("activation"));
+}
+
+TEST(AutoscalePolicy, ActivationThresholdIsStrict) {
+  AutoscalePolicy p;
+  p.activation_threshold = 3;
+  AutoscaleState st;
+  EXPECT_EQ(DecideReplicas(p, At(kT0, 3, 0, 0), st, kT0).replicas, 0);
+  EXPECT_EQ(
+      DecideReplicas(p, At(kT0 + absl::Seconds(5), 4, 0, 0), st, kT0 + absl::Seconds(5)).replicas,
+      1);
+}
+
+TEST(AutoscalePolicy, WarmBaselineIsKept) {
+  AutoscalePolicy p;
+  p.min_replicas = 2;
+  p.idle_timeout = absl::ZeroDuration();
+  p.scale_down_window = absl::ZeroDuration();
+  AutoscaleState st;
+  absl::Time t = kT0;
+  for (int i = 0; i < 50; ++i, t += absl::Seconds(5)) {
+    EXPECT_EQ(DecideReplicas(p, At(t, 0, 0, 2), st, t).replicas, 2);
+  }
+}
+
+TEST(AutoscalePolicy, MissingOrStaleDataNeverLowersNorZeroes) {
+  AutoscalePolicy p;
+  p.stale_after = absl::Seconds(30);
+  AutoscaleState st;
+  st.current = 5;
+  st.initialised = true;
+  Signals s = At(kT0, 0, 0, 5);
+  s.waiting.present = false;
+  Decision d = DecideReplicas(p, s, st, kT0);
+  EXPECT_EQ(d.replicas, 5);
+  EXPECT_FALSE(d.data_ok);
+  EXPECT_THAT(d.reason, HasSubstr("waiting"));
+  // Stale: sampled 31 s ago.
+  d = DecideReplicas(p, At(kT0 - absl::Seconds(31), 0, 0, 5), st, kT0);
+  EXPECT_EQ(d.replicas, 5);
+  EXPECT_FALSE(d.data_ok);
+  // NaN is missing too.
+  s = At(kT0, std::nan(""), 0, 5);
+  EXPECT_FALSE(DecideReplicas(p, s, st, kT0).data_ok);
+  // At zero with no data: one replica, since demand is unknown.
+  AutoscaleState zero;
+  zero.initialised = true;
+  Signals none;
+  d = DecideReplicas(p, none, zero, kT0);
+  EXPECT_EQ(d.replicas, 1);
+}
+
+TEST(AutoscalePolicy, RisingDemandIsProjectedOneColdStartAhead) {
+  AutoscalePolicy p;
+  p.cold_start = absl::Seconds(60);
+  p.trend_window = absl::Seconds(60);
+  p.scale_up_step = 100;
+  AutoscaleState flat, rising;
+  absl::Time t = kT0;
+  Decision df, dr;
+  for (int i = 0; i <= 12; ++i, t += absl::Seconds(5)) {
+    // Both saturated at 16 per replica; one holds 40 waiting, the other grows 2 per second.
+    df = DecideReplicas(p, At(t, 40, 64, 4), flat, t);
+    dr = DecideReplicas(p, At(t, 10 * i, 64, 4), rising, t);
+  }
+  EXPECT_EQ(df.replicas, 6) << df.reason;  // (40 + 64) / 20
+  // 120 waiting + 64 running now, +2/s for 60 s: 304 -> 16 replicas.
+  EXPECT_GE(dr.replicas, 15) << dr.reason;
+  EXPECT_THAT(dr.reason, HasSubstr("projected"));
+}
+
+TEST(AutoscalePolicy, MaxReplicasCaps) {
+  AutoscalePolicy p;
+  p.max_replicas = 3;
+  p.scale_up_step = 100;
+  AutoscaleState st;
+  EXPECT_EQ(DecideReplicas(p, At(kT0, 1000, 10, 1), st, kT0).replicas, 3);
+}
+
+}  // namespace
+}  // namespace tessera::autoscale
