@@ -61,6 +61,7 @@ absl::Status AutoscalePolicy::Validate() const {
   if (scale_up_step < 1) return bad("scaleUpStep", "1 or more");
   if (scale_up_ratio < 0) return bad("scaleUpRatio", "0 or more");
   if (scale_down_step < 1) return bad("scaleDownStep", "1 or more");
+  if (scale_down_ratio < 0 || scale_down_ratio > 1) return bad("scaleDownRatio", "0 to 1");
   for (auto [knob, d] : {std::pair{"idleTimeout", idle_timeout},
                          {"scaleDownWindow", scale_down_window},
                          {"coldStart", cold_start},
@@ -104,6 +105,11 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
   const double ready = s.ready.value;
   const double starting = Fresh(s.starting, p, now) ? s.starting.value : 0;
   const double demand = waiting + running;
+  struct LastWaiting {
+    AutoscaleState& st;
+    double value;
+    ~LastWaiting() { st.last_waiting = value; }
+  } remember{state, waiting};
   if (demand > 0) {
     state.last_busy = now;
   }
@@ -115,8 +121,9 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
     state.demand.pop_front();
   }
   double slope = Slope(state.demand, p.trend_window);
-  double projected = demand + std::max(0.0, slope) * absl::ToDoubleSeconds(p.cold_start);
-  double growth = demand > 0 ? projected / demand : 1.0;
+  // At most double: a burst's steep edge must not be extrapolated into a flood.
+  double projected =
+      demand + std::min(demand, std::max(0.0, slope) * absl::ToDoubleSeconds(p.cold_start));
 
   // Queue rule: replicas run `per_replica` requests at once (observed) plus the queue target.
   double per_replica = ready > 0 ? running / ready : 0;
@@ -127,6 +134,18 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
                                           absl::FormatDuration(p.cold_start)));
   }
   absl::StrAppend(&why, " -> ", by_queue);
+  // A backlog the running replicas clear before a new one could start is not a reason to add
+  // one: it would arrive idle (and be paid for) after the burst.
+  bool transient = false;
+  if (Fresh(s.throughput, p, now) && s.throughput.value > 0 && ready > 0) {
+    double drain_s = waiting / s.throughput.value;
+    // Transient only while the queue is not growing: a growing one is not draining at all.
+    transient = drain_s < absl::ToDoubleSeconds(p.cold_start) && waiting <= state.last_waiting;
+    if (transient && waiting > 0) {
+      absl::StrAppend(&why,
+                      absl::StrFormat(" (backlog drains in %.0fs, before a cold start)", drain_s));
+    }
+  }
 
   // Utilisation rule (guard-rail): busy replica-equivalents over the target, outside the band.
   int by_util = 0;
@@ -136,11 +155,14 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
       by_util = static_cast<int>(ready + starting);
       absl::StrAppend(&why, absl::StrFormat("; utilisation %.2f in band -> %d", util, by_util));
     } else {
-      by_util = CeilDiv(util * ready * growth, p.target_utilization);
+      by_util = CeilDiv(util * ready, p.target_utilization);
       absl::StrAppend(&why, absl::StrFormat("; utilisation %.2f -> %d", util, by_util));
     }
   }
   int want = std::max(by_queue, by_util);
+  if (transient && want > state.current) {
+    want = state.current;  // saturation that ends before a replica could start
+  }
 
   // From zero: activation; while recently busy: at least one.
   bool idle_long = now - state.last_busy >= p.idle_timeout;
@@ -180,7 +202,10 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
     next = std::min(want, limit);
     d.reason = absl::StrCat("scale up to ", next, ": ", why);
   } else if (window_max < state.current) {
-    next = std::max(window_max, state.current - p.scale_down_step);
+    next = std::max(
+        window_max,
+        state.current - std::max(p.scale_down_step,
+                                 static_cast<int>(std::ceil(p.scale_down_ratio * state.current))));
     if (next == 0 && !idle_long) next = 1;
     d.reason = absl::StrCat("scale down to ", next, ": ", why, "; highest in the last ",
                             absl::FormatDuration(p.scale_down_window), " is ", window_max);

@@ -38,9 +38,12 @@ struct AutoscalePolicy {
   int scale_up_step = 4;
   double scale_up_ratio = 1.0;  // +100%
   // Scale-down: the highest recommendation within the window wins (so a short lull does not
-  // shed capacity a burst will need), and at most this many replicas go per decision.
-  absl::Duration scale_down_window = absl::Minutes(3);
+  // shed capacity a burst will need), and at most max(step, ratio x current) replicas go per
+  // decision. (HPA ignores changes within 10% of the current count, so a step of 2 out of 40
+  // would never be acted on: the ratio keeps steps above that tolerance.)
+  absl::Duration scale_down_window = absl::Minutes(10);
   int scale_down_step = 2;
+  double scale_down_ratio = 0.25;
   // Expected time from asking for a replica to it serving. The policy projects demand this far
   // ahead from its recent trend, so capacity is ready when the load arrives.
   absl::Duration cold_start = absl::Seconds(60);
@@ -67,6 +70,10 @@ struct Signals {
   Sample utilization;  // mean GPU utilisation of ready replicas, 0-1 (optional)
   Sample ready;        // replicas serving
   Sample starting;     // replicas asked for, not yet serving
+  // Requests completed per second, whole service (optional; e.g.
+  // sum(rate(vllm:request_success_total[1m]))). With it the policy knows how long the queue
+  // takes to drain, and adds no replica for a backlog that clears before one could start.
+  Sample throughput;
 };
 
 // Kept by the caller between decisions for one service.
@@ -75,6 +82,7 @@ struct AutoscaleState {
   absl::Time last_busy = absl::InfinitePast();
   std::deque<std::pair<absl::Time, int>> recommendations;  // for the scale-down window
   std::deque<std::pair<absl::Time, double>> demand;        // for the trend
+  double last_waiting = 0;
   bool initialised = false;
 };
 

@@ -64,6 +64,7 @@ TEST(AutoscalePolicy, ScaleDownWaitsForTheWindowAndStepsDown) {
   AutoscalePolicy p;
   p.scale_down_window = absl::Minutes(3);
   p.scale_down_step = 2;
+  p.scale_down_ratio = 0;
   AutoscaleState st;
   st.current = 10;
   st.initialised = true;
@@ -80,6 +81,33 @@ TEST(AutoscalePolicy, ScaleDownWaitsForTheWindowAndStepsDown) {
   d = DecideReplicas(p, At(t, 0, 2, 10, 0, 0.1), st, t);
   EXPECT_EQ(d.replicas, 8) << d.reason;
   EXPECT_THAT(d.reason, HasSubstr("scale down"));
+  // With the ratio, steps stay above HPA's 10% tolerance: 25% of 8 is 2, of 40 is 10.
+  p.scale_down_ratio = 0.25;
+  AutoscaleState big;
+  big.current = 40;
+  big.initialised = true;
+  p.scale_down_window = absl::ZeroDuration();
+  t += absl::Seconds(5);
+  EXPECT_EQ(DecideReplicas(p, At(t, 0, 2, 40, 0, 0.1), big, t).replicas, 30);
+}
+
+TEST(AutoscalePolicy, TransientBacklogAddsNoReplica) {
+  AutoscalePolicy p;
+  p.cold_start = absl::Seconds(60);
+  AutoscaleState st;
+  st.current = 4;
+  st.initialised = true;
+  st.last_waiting = 200;
+  // 100 waiting, falling, served at 20/s: drains in 5 s, long before a replica could start.
+  Signals s = At(kT0, 100, 64, 4, 0, 0.8);
+  s.throughput = Sample::At(20, kT0);
+  Decision d = DecideReplicas(p, s, st, kT0);
+  EXPECT_EQ(d.replicas, 4) << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("drains"));
+  // The same queue growing: not transient.
+  st.last_waiting = 50;
+  d = DecideReplicas(p, s, st, kT0 + absl::Seconds(5));
+  EXPECT_GT(d.replicas, 4) << d.reason;
 }
 
 TEST(AutoscalePolicy, ScaleToZeroOnlyAfterIdleTimeoutAndBackOnActivation) {

@@ -4,6 +4,7 @@
 #include "CLI/CLI.hpp"
 #include "cmd/plan_command.h"
 #include "cmd/scheduler_extender_command.h"
+#include "cmd/sim_command.h"
 #include "cmd/trace_bench_command.h"
 
 namespace {
@@ -77,6 +78,33 @@ int Main(int argc, char** argv) {
   ext_cmd->add_option("--resync", ext.resync_seconds,
                       "Seconds between pod/node resyncs from the API (0: never; default 30)");
 
+  tessera::cmd::SimAutoscaleFlags simf;
+  CLI::App* sim_cmd = app.add_subcommand("sim", "Trace-driven simulations");
+  sim_cmd->require_subcommand(1);
+  CLI::App* sim_as = sim_cmd->add_subcommand(
+      "autoscale", "Replay an LLM-serving trace through autoscaling policies");
+  sim_as->add_option("--trace", simf.trace, "Trace file")->required();
+  sim_as->add_option("--format", simf.format, "azure (Azure LLM inference 2023) or servegen");
+  sim_as->add_option("--policy", simf.policies, "Comma-separated: tessera,keda-queue,hpa-cpu");
+  sim_as->add_option("--cold-start", simf.cold_start, "Replica start-up time (default 60s)");
+  sim_as->add_option("--slo-wait", simf.slo_wait, "Queue-wait SLO (default 2s)");
+  sim_as->add_option("--rate-scale", simf.rate_scale,
+                     "Load multiplier K: each request replayed K times (fractions by chance), "
+                     "copies offset by under 1 s");
+  sim_as->add_option("--min-replicas", simf.min_replicas,
+                     "Warm baseline for tessera and keda-queue (default 0: scale to zero)");
+  sim_as->add_option("--idle-timeout", simf.idle_timeout,
+                     "tessera: idle time before scaling to zero (default 10m)");
+  sim_as->add_option("--context-tokens", simf.context_tokens,
+                     "servegen: prompt tokens per request (default 1024)");
+  sim_as->add_option("--generated-tokens", simf.generated_tokens,
+                     "servegen: generated tokens per request (default 128)");
+  sim_as->add_option("--duration", simf.duration, "Replay only this much of the trace");
+  sim_as->add_option("--seed", simf.seed, "Seed for load scaling and synthesis (default 1)");
+  sim_as->add_flag("--sweep", simf.sweep,
+                   "Run each policy over a grid of its main knob and print the frontier");
+  sim_as->add_option("--json", simf.json_file, "Write the runs to this JSON file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -90,6 +118,9 @@ int Main(int argc, char** argv) {
   }
   if (bench_cmd->parsed()) {
     return tessera::cmd::RunTraceBench(bench);
+  }
+  if (sim_as->parsed()) {
+    return tessera::cmd::RunSimAutoscale(simf);
   }
   if (ext_cmd->parsed()) {
     return tessera::cmd::RunSchedulerExtender(ext);

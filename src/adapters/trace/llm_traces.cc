@@ -1,0 +1,127 @@
+#include "adapters/trace/llm_traces.h"
+
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+
+namespace tessera::adapters {
+namespace {
+
+std::vector<absl::string_view> Lines(const std::string& text) {
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+  for (absl::string_view& l : lines) {
+    absl::ConsumeSuffix(&l, "\r");
+  }
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  return lines;
+}
+
+absl::Status Error(const std::string& file, size_t line, size_t column, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(file, ":", line, ":", column, ": ", what));
+}
+
+// 1-based column of field `i` of `fields` within its line.
+size_t Column(const std::vector<absl::string_view>& fields, size_t i) {
+  size_t col = 1;
+  for (size_t k = 0; k < i; ++k) col += fields[k].size() + 1;
+  return col;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<LlmRequestRow>> ParseAzureLlmTrace(const std::string& file,
+                                                              const std::string& text) {
+  std::vector<absl::string_view> lines = Lines(text);
+  if (lines.empty() || lines[0] != "TIMESTAMP,ContextTokens,GeneratedTokens") {
+    return Error(file, 1, 1, "expected the header TIMESTAMP,ContextTokens,GeneratedTokens");
+  }
+  std::vector<LlmRequestRow> rows;
+  absl::Time first;
+  absl::Time last = absl::InfinitePast();
+  for (size_t i = 1; i < lines.size(); ++i) {
+    std::vector<absl::string_view> f = absl::StrSplit(lines[i], ',');
+    if (f.size() != 3) {
+      return Error(file, i + 1, 1, absl::StrCat("expected 3 fields, found ", f.size()));
+    }
+    absl::Time t;
+    std::string err;
+    if (!absl::ParseTime("%Y-%m-%d %H:%M:%E*S", f[0], absl::UTCTimeZone(), &t, &err)) {
+      return Error(
+          file, i + 1, 1,
+          absl::StrCat("TIMESTAMP: expected YYYY-MM-DD HH:MM:SS.fffffff, found \"", f[0], "\""));
+    }
+    if (t < last) {
+      return Error(file, i + 1, 1, "TIMESTAMP: rows must be sorted by time");
+    }
+    last = t;
+    LlmRequestRow r;
+    if (!absl::SimpleAtoi(f[1], &r.context_tokens) || r.context_tokens < 0) {
+      return Error(
+          file, i + 1, Column(f, 1),
+          absl::StrCat("ContextTokens: expected a whole number >= 0, found \"", f[1], "\""));
+    }
+    if (!absl::SimpleAtoi(f[2], &r.generated_tokens) || r.generated_tokens < 0) {
+      return Error(
+          file, i + 1, Column(f, 2),
+          absl::StrCat("GeneratedTokens: expected a whole number >= 0, found \"", f[2], "\""));
+    }
+    if (rows.empty()) first = t;
+    r.arrival_s = absl::ToDoubleSeconds(t - first);
+    rows.push_back(r);
+  }
+  if (rows.empty()) {
+    return Error(file, 2, 1, "no requests");
+  }
+  return rows;
+}
+
+absl::StatusOr<std::vector<ServeGenWindow>> ParseServeGenTrace(const std::string& file,
+                                                               const std::string& text) {
+  std::vector<ServeGenWindow> out;
+  std::vector<absl::string_view> lines = Lines(text);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::vector<absl::string_view> f = absl::StrSplit(lines[i], ',');
+    if (f.size() != 6) {
+      return Error(
+          file, i + 1, 1,
+          absl::StrCat("expected 6 fields (start,rate,cv,distribution,p1,p2), found ", f.size()));
+    }
+    ServeGenWindow w;
+    double* nums[] = {&w.start_s, &w.rate, &w.cv};
+    const char* names[] = {"window start", "rate", "cv"};
+    for (size_t k = 0; k < 3; ++k) {
+      if (!absl::SimpleAtod(f[k], nums[k]) || !std::isfinite(*nums[k]) || *nums[k] < 0) {
+        return Error(file, i + 1, Column(f, k),
+                     absl::StrCat(names[k], ": expected a number >= 0, found \"", f[k], "\""));
+      }
+    }
+    w.distribution = std::string(f[3]);
+    if (w.rate > 0 && w.distribution != "Gamma" && w.distribution != "Weibull") {
+      return Error(file, i + 1, Column(f, 3),
+                   absl::StrCat("distribution: expected Gamma or Weibull for a rate above 0, "
+                                "found \"",
+                                f[3], "\""));
+    }
+    for (size_t k = 4; k < 6; ++k) {
+      double* v = k == 4 ? &w.p1 : &w.p2;
+      if (!absl::SimpleAtod(f[k], v) || !std::isfinite(*v) || *v < 0 || (w.rate > 0 && *v <= 0)) {
+        return Error(file, i + 1, Column(f, k),
+                     absl::StrCat("parameter: expected a number above 0, found \"", f[k], "\""));
+      }
+    }
+    if (!out.empty() && w.start_s <= out.back().start_s) {
+      return Error(file, i + 1, 1, "window start: rows must be in increasing time");
+    }
+    out.push_back(w);
+  }
+  if (out.empty()) {
+    return Error(file, 1, 1, "no windows");
+  }
+  return out;
+}
+
+}  // namespace tessera::adapters

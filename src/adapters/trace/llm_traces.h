@@ -1,0 +1,35 @@
+// Readers of the LLM-serving arrival traces used by `tessera sim autoscale`:
+//   azure:    Azure LLM inference trace 2023 (TIMESTAMP,ContextTokens,GeneratedTokens; one row per
+//             request; timestamps "YYYY-MM-DD HH:MM:SS.fffffff", sorted)
+//   servegen: Alibaba ServeGen per-client windows (no header: window start s, mean rate req/s,
+//             CV, distribution Gamma|Weibull|"", two parameters)
+// CRLF or LF line ends. Errors name the file, line and column and say what was expected.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tessera::adapters {
+
+struct LlmRequestRow {
+  double arrival_s = 0;  // seconds since the first request
+  int64_t context_tokens = 0;
+  int64_t generated_tokens = 0;
+};
+absl::StatusOr<std::vector<LlmRequestRow>> ParseAzureLlmTrace(const std::string& file,
+                                                              const std::string& text);
+
+struct ServeGenWindow {
+  double start_s = 0;
+  double rate = 0;  // requests per second
+  double cv = 0;
+  std::string distribution;  // "Gamma", "Weibull" or "" when rate is 0
+  double p1 = 0, p2 = 0;     // Gamma: shape, scale (s); Weibull: shape, scale (s)
+};
+absl::StatusOr<std::vector<ServeGenWindow>> ParseServeGenTrace(const std::string& file,
+                                                               const std::string& text);
+
+}  // namespace tessera::adapters

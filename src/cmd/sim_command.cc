@@ -1,0 +1,205 @@
+#include "cmd/sim_command.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "adapters/io/files.h"
+#include "adapters/trace/llm_traces.h"
+#include "nlohmann/json.hpp"
+#include "sim/autoscale_sim.h"
+
+namespace tessera::cmd {
+namespace {
+
+int Fail(const std::string& message) {
+  std::cerr << "tessera sim autoscale: " << message << "\n";
+  return 1;
+}
+
+bool Duration(const std::string& flag, const std::string& text, absl::Duration* out,
+              std::string* error) {
+  if (!absl::ParseDuration(text, out) || *out < absl::ZeroDuration()) {
+    *error = absl::StrCat(flag, " ", text, ": expected a duration such as 60s, 2m or 1h30m");
+    return false;
+  }
+  return true;
+}
+
+// Each policy's main knob, for --sweep.
+std::vector<sim::PolicySpec> Grid(const sim::PolicySpec& base, bool sweep) {
+  if (!sweep) return {base};
+  std::vector<sim::PolicySpec> out;
+  if (base.kind == "tessera") {
+    for (double u : {0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95}) {
+      sim::PolicySpec s = base;
+      s.tessera.target_utilization = u;
+      s.tessera.utilization_band = std::min(s.tessera.utilization_band, u / 2);
+      out.push_back(s);
+    }
+  } else if (base.kind == "keda-queue") {
+    for (double q : {0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0}) {
+      sim::PolicySpec s = base;
+      s.keda_target_queue = q;
+      out.push_back(s);
+    }
+  } else if (base.kind == "fixed") {
+    for (int n : {2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40}) {
+      sim::PolicySpec s = base;
+      s.min_replicas = n;
+      out.push_back(s);
+    }
+  } else {
+    for (double c : {0.0125, 0.0135, 0.015, 0.0175, 0.02, 0.03, 0.05, 0.1, 0.7}) {
+      sim::PolicySpec s = base;
+      s.hpa_cpu_target = c;
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+std::string ParamText(const sim::SimResult& r) {
+  for (const char* key :
+       {"target_utilization", "target_queue_per_replica", "target_cpu_utilization", "replicas"}) {
+    auto it = r.params.find(key);
+    if (it != r.params.end()) return absl::StrFormat("%s=%g", key, it->second);
+  }
+  return "";
+}
+
+}  // namespace
+
+int RunSimAutoscale(const SimAutoscaleFlags& f) {
+  std::string error;
+  absl::Duration cold_start, slo_wait, idle_timeout, duration = absl::InfiniteDuration();
+  if (!Duration("--cold-start", f.cold_start, &cold_start, &error) ||
+      !Duration("--slo-wait", f.slo_wait, &slo_wait, &error) ||
+      !Duration("--idle-timeout", f.idle_timeout, &idle_timeout, &error) ||
+      (!f.duration.empty() && !Duration("--duration", f.duration, &duration, &error))) {
+    return Fail(error);
+  }
+  if (!(f.rate_scale > 0 && f.rate_scale <= 1000)) {
+    return Fail("--rate-scale: expected a number above 0 and at most 1000");
+  }
+  absl::StatusOr<std::string> text = adapters::ReadFile(f.trace);
+  if (!text.ok()) return Fail(std::string(text.status().message()));
+
+  sim::ServingModel model;
+  std::vector<sim::SimRequest> requests;
+  double horizon = absl::ToDoubleSeconds(duration);
+  if (f.format == "azure") {
+    auto rows = adapters::ParseAzureLlmTrace(f.trace, *text);
+    if (!rows.ok()) return Fail(std::string(rows.status().message()));
+    std::vector<sim::TokenRow> tr;
+    for (const adapters::LlmRequestRow& r : *rows) {
+      if (r.arrival_s < horizon) tr.push_back({r.arrival_s, r.context_tokens, r.generated_tokens});
+    }
+    requests = sim::ScaleRequests(tr, model, f.rate_scale, f.seed);
+  } else if (f.format == "servegen") {
+    auto windows = adapters::ParseServeGenTrace(f.trace, *text);
+    if (!windows.ok()) return Fail(std::string(windows.status().message()));
+    std::vector<sim::RateWindow> w;
+    for (size_t i = 0; i < windows->size(); ++i) {
+      const adapters::ServeGenWindow& g = (*windows)[i];
+      if (g.start_s >= horizon) break;
+      double len = i + 1 < windows->size() ? (*windows)[i + 1].start_s - g.start_s : 600;
+      w.push_back({g.start_s, len, g.rate, g.distribution, g.p1, g.p2});
+    }
+    requests = sim::SynthesizeRequests(w, model, f.rate_scale, f.context_tokens, f.generated_tokens,
+                                       f.seed);
+  } else {
+    return Fail(absl::StrCat("--format ", f.format, ": expected azure or servegen"));
+  }
+
+  sim::SimOptions opt;
+  opt.cold_start_s = absl::ToDoubleSeconds(cold_start);
+  opt.slo_wait_s = absl::ToDoubleSeconds(slo_wait);
+
+  std::vector<sim::SimResult> results;
+  for (absl::string_view name : absl::StrSplit(f.policies, ',', absl::SkipEmpty())) {
+    sim::PolicySpec base;
+    base.kind = std::string(name);
+    if (base.kind != "tessera" && base.kind != "keda-queue" && base.kind != "hpa-cpu" &&
+        base.kind != "fixed") {
+      return Fail(
+          absl::StrCat("--policy ", name, ": expected tessera, keda-queue, hpa-cpu or fixed"));
+    }
+    base.min_replicas = f.min_replicas;
+    base.tessera.min_replicas = f.min_replicas;
+    base.tessera.cold_start = cold_start;
+    base.tessera.idle_timeout = idle_timeout;
+    base.tessera.max_replicas = opt.max_replicas;
+    if (absl::Status s = base.tessera.Validate(); !s.ok()) return Fail(std::string(s.message()));
+    for (const sim::PolicySpec& spec : Grid(base, f.sweep)) {
+      results.push_back(sim::Simulate(requests, model, opt, spec));
+    }
+  }
+
+  std::printf("%s: %zu requests, cold start %s, SLO: queue wait <= %s\n", f.trace.c_str(),
+              requests.size(), f.cold_start.c_str(), f.slo_wait.c_str());
+  std::printf("%-11s %-32s %9s %9s %6s %8s %7s %7s %7s %6s %5s\n", "policy", "params", "GPU-h",
+              "busy GPU-h", "util", "SLO", "p50 s", "p99 s", ">60s", "cold", "peak");
+  for (const sim::SimResult& r : results) {
+    std::printf("%-11s %-32s %9.2f %9.2f %5.1f%% %7.2f%% %7.2f %7.2f %7lld %6lld %5d\n",
+                r.policy.c_str(), ParamText(r).c_str(), r.gpu_hours, r.busy_gpu_hours,
+                100 * r.utilization, 100 * r.slo_attainment, r.p50_wait_s, r.p99_wait_s,
+                static_cast<long long>(r.over_60s), static_cast<long long>(r.cold_starts),
+                r.peak_replicas);
+  }
+  if (f.sweep) {
+    std::printf("\nfrontier (GPU-hours to reach an SLO attainment; '-' = never reached):\n%-11s",
+                "policy");
+    const double levels[] = {0.90, 0.95, 0.98, 0.99, 0.995};
+    for (double l : levels) std::printf(" %8.1f%%", 100 * l);
+    std::printf("\n");
+    std::vector<std::string> kinds;
+    for (const sim::SimResult& r : results) {
+      if (std::find(kinds.begin(), kinds.end(), r.policy) == kinds.end()) kinds.push_back(r.policy);
+    }
+    for (const std::string& k : kinds) {
+      std::printf("%-11s", k.c_str());
+      for (double l : levels) {
+        double best = -1;
+        for (const sim::SimResult& r : results) {
+          if (r.policy == k && r.slo_attainment >= l && (best < 0 || r.gpu_hours < best)) {
+            best = r.gpu_hours;
+          }
+        }
+        if (best < 0) {
+          std::printf(" %9s", "-");
+        } else {
+          std::printf(" %9.2f", best);
+        }
+      }
+      std::printf("\n");
+    }
+  }
+  if (!f.json_file.empty()) {
+    nlohmann::json j;
+    j["trace"] = f.trace;
+    j["runs"] = nlohmann::json::array();
+    for (const sim::SimResult& r : results) {
+      j["runs"].push_back({{"policy", r.policy},
+                           {"params", r.params},
+                           {"gpu_hours", r.gpu_hours},
+                           {"busy_gpu_hours", r.busy_gpu_hours},
+                           {"utilization", r.utilization},
+                           {"slo_attainment", r.slo_attainment},
+                           {"p50_wait_s", r.p50_wait_s},
+                           {"p99_wait_s", r.p99_wait_s},
+                           {"requests", r.requests},
+                           {"over_60s", r.over_60s},
+                           {"cold_starts", r.cold_starts}});
+    }
+    if (absl::Status s = adapters::WriteFileAtomically(f.json_file, j.dump(1) + "\n"); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+  }
+  return 0;
+}
+
+}  // namespace tessera::cmd

@@ -1,0 +1,29 @@
+// `tessera sim autoscale`: replays an LLM-serving trace through the autoscaling policies and
+// reports GPU-hours against queue-wait SLO attainment (docs/autoscaling.md).
+#pragma once
+
+#include <string>
+
+namespace tessera::cmd {
+
+struct SimAutoscaleFlags {
+  std::string trace;
+  std::string format = "azure";  // azure | servegen
+  std::string policies = "tessera,keda-queue,hpa-cpu";
+  std::string cold_start = "60s";
+  std::string slo_wait = "2s";
+  double rate_scale = 1;
+  int min_replicas = 0;  // tessera and keda-queue; hpa-cpu is always >= 1
+  std::string idle_timeout = "10m";
+  int64_t context_tokens = 1024;  // servegen: tokens per request (the trace has none)
+  int64_t generated_tokens = 128;
+  std::string duration;  // optional: only the first part of the trace
+  uint64_t seed = 1;
+  bool sweep = false;
+  std::string json_file;
+};
+
+// Exit status: 0 success; 1 bad input or I/O error.
+int RunSimAutoscale(const SimAutoscaleFlags& flags);
+
+}  // namespace tessera::cmd

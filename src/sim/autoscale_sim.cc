@@ -1,0 +1,449 @@
+#include "sim/autoscale_sim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <limits>
+
+#include "base/clock.h"
+#include "base/random.h"
+
+namespace tessera::sim {
+namespace {
+
+// Kubernetes' and KEDA's rules, shared by the two emulated baselines and by the HPA that
+// applies Tessera's metric.
+constexpr double kHpaSyncS = 15;
+constexpr double kHpaTolerance = 0.1;
+constexpr double kHpaDownWindowS = 300;
+constexpr double kKedaCooldownS = 300;
+constexpr double kKedaPollS = 30;
+// What deploy/scaler ships: KEDA polls Tessera every 10 s and cools down 30 s before zero
+// (Tessera's own idle timeout has already waited); HPA behavior without windows.
+constexpr double kTesseraPollS = 10;
+constexpr double kTesseraCooldownS = 30;
+constexpr double kUtilWindowS = 60;  // utilisation and throughput as avg_over_time(...[1m])
+
+double Gamma(Random& rng, double shape, double scale) {
+  // Marsaglia and Tsang (2000); shape < 1 by the boost U^(1/shape).
+  if (shape < 1) {
+    double u = std::max(rng.UniformDouble(), 1e-300);
+    return Gamma(rng, shape + 1, scale) * std::pow(u, 1.0 / shape);
+  }
+  double d = shape - 1.0 / 3, c = 1 / std::sqrt(9 * d);
+  while (true) {
+    double x, v;
+    do {
+      // Box-Muller normal
+      double u1 = std::max(rng.UniformDouble(), 1e-300), u2 = rng.UniformDouble();
+      x = std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+      v = 1 + c * x;
+    } while (v <= 0);
+    v = v * v * v;
+    double u = std::max(rng.UniformDouble(), 1e-300);
+    if (std::log(u) < 0.5 * x * x + d - d * v + d * std::log(v)) return d * v * scale;
+  }
+}
+
+double Weibull(Random& rng, double shape, double scale) {
+  double u = std::max(rng.UniformDouble(), 1e-300);
+  return scale * std::pow(-std::log(u), 1.0 / shape);
+}
+
+// Queue waits at 10 ms resolution up to 10 minutes; beyond that kept exactly.
+class WaitHistogram {
+ public:
+  void Add(double w) {
+    size_t b = static_cast<size_t>(w * 100);
+    if (b < kBuckets) {
+      ++buckets_[b];
+    } else {
+      tail_.push_back(w);
+    }
+    ++n_;
+  }
+  int64_t count() const { return n_; }
+  int64_t AtMost(double limit) const {
+    int64_t c = 0;
+    size_t lim = static_cast<size_t>(limit * 100);
+    for (size_t b = 0; b < std::min(lim, kBuckets); ++b) c += buckets_[b];
+    for (double w : tail_) c += w <= limit ? 1 : 0;
+    return c;
+  }
+  double Quantile(double q) {
+    if (n_ == 0) return 0;
+    int64_t rank = static_cast<int64_t>(std::ceil(q * n_));
+    int64_t c = 0;
+    for (size_t b = 0; b < kBuckets; ++b) {
+      c += buckets_[b];
+      if (c >= rank) return b / 100.0;  // the bucket's lower edge (10 ms resolution)
+    }
+    std::sort(tail_.begin(), tail_.end());
+    return tail_[std::min<size_t>(rank - c - 1, tail_.size() - 1)];
+  }
+
+ private:
+  static constexpr size_t kBuckets = 60000;
+  std::vector<int64_t> buckets_ = std::vector<int64_t>(kBuckets, 0);
+  std::vector<double> tail_;
+  int64_t n_ = 0;
+};
+
+enum class Phase { kStarting, kReady, kDraining };
+
+struct Active {
+  int request;
+  double remaining;
+};
+
+struct Replica {
+  Phase phase = Phase::kStarting;
+  double ready_at = 0;
+  std::vector<Active> active;
+  std::deque<std::pair<double, double>> busy;  // (time, busy seconds in the step)
+  double busy_sum = 0;
+  std::deque<std::pair<double, double>> cpu;  // (time, core-seconds)
+  double cpu_sum = 0;
+};
+
+// The HPA step shared by all three: tolerance, scale-up limit (100% or +4 per period), and
+// the scale-down stabilisation window when `down_window_s` > 0.
+class Hpa {
+ public:
+  explicit Hpa(double down_window_s) : down_window_s_(down_window_s) {}
+  int Apply(int current, int desired, double usage_ratio, double now) {
+    if (std::abs(usage_ratio - 1) <= kHpaTolerance) desired = current;
+    recs_.emplace_back(now, desired);
+    while (!recs_.empty() && now - recs_.front().first > down_window_s_) recs_.pop_front();
+    if (desired < current) {
+      int m = 0;
+      for (const auto& [t, r] : recs_) m = std::max(m, r);
+      return std::min(current, m);
+    }
+    return std::min(desired, std::max(2 * current, current + 4));
+  }
+
+ private:
+  double down_window_s_;
+  std::deque<std::pair<double, int>> recs_;
+};
+
+}  // namespace
+
+std::map<std::string, double> PolicySpec::Params() const {
+  if (kind == "tessera") {
+    return {{"target_utilization", tessera.target_utilization},
+            {"target_queue_per_replica", tessera.target_queue_per_replica},
+            {"min_replicas", tessera.min_replicas},
+            {"idle_timeout_s", absl::ToDoubleSeconds(tessera.idle_timeout)},
+            {"cold_start_s", absl::ToDoubleSeconds(tessera.cold_start)},
+            {"scale_down_window_s", absl::ToDoubleSeconds(tessera.scale_down_window)}};
+  }
+  if (kind == "keda-queue") {
+    return {{"target_queue_per_replica", keda_target_queue}, {"min_replicas", min_replicas}};
+  }
+  if (kind == "fixed") {
+    return {{"replicas", min_replicas}};
+  }
+  return {{"target_cpu_utilization", hpa_cpu_target}};
+}
+
+std::vector<SimRequest> ScaleRequests(const std::vector<TokenRow>& rows, const ServingModel& m,
+                                      double rate_scale, uint64_t seed) {
+  Random rng(seed);
+  std::vector<SimRequest> out;
+  int whole = static_cast<int>(std::floor(rate_scale));
+  double frac = rate_scale - whole;
+  for (const TokenRow& r : rows) {
+    int copies = whole + (rng.Bernoulli(frac) ? 1 : 0);
+    for (int c = 0; c < copies; ++c) {
+      double offset = (whole == 1 && frac == 0) ? 0 : rng.UniformDouble();
+      out.push_back(
+          {r.arrival_s + offset, m.Work(r.context, r.generated), m.Cpu(r.context, r.generated)});
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const SimRequest& a, const SimRequest& b) { return a.arrival < b.arrival; });
+  return out;
+}
+
+std::vector<SimRequest> SynthesizeRequests(const std::vector<RateWindow>& windows,
+                                           const ServingModel& m, double rate_scale,
+                                           int64_t context, int64_t generated, uint64_t seed) {
+  Random rng(seed);
+  std::vector<SimRequest> out;
+  double work = m.Work(context, generated), cpu = m.Cpu(context, generated);
+  for (const RateWindow& w : windows) {
+    if (w.rate <= 0) continue;
+    // Gaps from the fitted distribution, rescaled so the window's mean rate is kept (and
+    // multiplied by rate_scale).
+    double mean_gap = w.distribution == "Gamma" ? w.p1 * w.p2 : w.p2 * std::tgamma(1 + 1 / w.p1);
+    double stretch = (1.0 / (w.rate * rate_scale)) / std::max(mean_gap, 1e-9);
+    double t = w.start_s;
+    while (true) {
+      double gap = w.distribution == "Gamma" ? Gamma(rng, w.p1, w.p2) : Weibull(rng, w.p1, w.p2);
+      t += gap * stretch;
+      if (t >= w.start_s + w.length_s) break;
+      out.push_back({t, work, cpu});
+    }
+  }
+  return out;
+}
+
+SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& model,
+                   const SimOptions& opt, const PolicySpec& spec) {
+  double cpu_start = ProcessCpuSeconds();
+  SimResult res;
+  res.policy = spec.kind;
+  res.params = spec.Params();
+  const double dt = opt.dt_s;
+  // A running service: one replica up at the start (`fixed`: all of them).
+  std::vector<Replica> reps(spec.kind == "fixed" ? std::max(1, spec.min_replicas) : 1);
+  for (Replica& r : reps) r.phase = Phase::kReady;
+  std::deque<int> queue;
+  size_t next = 0;
+  WaitHistogram waits;
+  double total_work = 0;
+  for (const SimRequest& r : requests) total_work += r.work;
+
+  autoscale::AutoscaleState tstate;
+  Hpa hpa(spec.kind == "tessera" ? 0 : kHpaDownWindowS);
+  double last_active = 0;
+  double next_sync = kHpaSyncS;
+  double next_poll = spec.kind == "tessera" ? kTesseraPollS : kKedaPollS;
+  const double poll_period = next_poll;
+  int tessera_decision = 1;
+  double provisioned_s = 0;
+  int64_t cold_starts = 0;
+  int peak = 1;
+  std::deque<std::pair<double, int>> completions;  // (time, completed in the step)
+  int completions_sum = 0;
+
+  auto alive = [&] {
+    int n = 0;
+    for (const Replica& r : reps) n += r.phase != Phase::kDraining ? 1 : 0;
+    return n;
+  };
+  auto set_replicas = [&](int want, double now) {
+    want = std::clamp(want, 0, opt.max_replicas);
+    int have = alive();
+    while (have < want) {
+      Replica r;
+      r.phase = Phase::kStarting;
+      r.ready_at = now + opt.cold_start_s;
+      reps.push_back(std::move(r));
+      ++cold_starts;
+      ++have;
+    }
+    while (have > want) {
+      // Newest starting replica first, else the ready one with the fewest requests.
+      int pick = -1;
+      for (int i = static_cast<int>(reps.size()) - 1; i >= 0 && pick < 0; --i) {
+        if (reps[i].phase == Phase::kStarting) pick = i;
+      }
+      if (pick < 0) {
+        for (int i = 0; i < static_cast<int>(reps.size()); ++i) {
+          if (reps[i].phase == Phase::kReady &&
+              (pick < 0 || reps[i].active.size() < reps[pick].active.size())) {
+            pick = i;
+          }
+        }
+      }
+      if (reps[pick].phase == Phase::kStarting) {
+        reps.erase(reps.begin() + pick);
+      } else {
+        reps[pick].phase = Phase::kDraining;
+      }
+      --have;
+    }
+    peak = std::max(peak, have);
+  };
+  auto window_mean = [&](bool cpu, double now) {
+    double sum = 0;
+    int n = 0;
+    for (Replica& r : reps) {
+      if (r.phase != Phase::kReady) continue;
+      auto& h = cpu ? r.cpu : r.busy;
+      double& s = cpu ? r.cpu_sum : r.busy_sum;
+      while (!h.empty() && now - h.front().first > kUtilWindowS) {
+        s -= h.front().second;
+        h.pop_front();
+      }
+      double span = std::min(kUtilWindowS, now - (r.ready_at));
+      if (span <= 0) continue;
+      sum += s / span;
+      ++n;
+    }
+    return n == 0 ? 0.0 : sum / n;
+  };
+
+  double t = 0;
+  while (true) {
+    // Arrivals and readiness.
+    while (next < requests.size() && requests[next].arrival <= t) queue.push_back(next++);
+    for (Replica& r : reps) {
+      if (r.phase == Phase::kStarting && r.ready_at <= t) r.phase = Phase::kReady;
+    }
+    // Dispatch to the least-loaded ready replica with a free batch slot.
+    while (!queue.empty()) {
+      int best = -1;
+      for (int i = 0; i < static_cast<int>(reps.size()); ++i) {
+        if (reps[i].phase == Phase::kReady &&
+            static_cast<int>(reps[i].active.size()) < model.max_batch &&
+            (best < 0 || reps[i].active.size() < reps[best].active.size())) {
+          best = i;
+        }
+      }
+      if (best < 0) break;
+      int q = queue.front();
+      queue.pop_front();
+      waits.Add(std::max(0.0, t - requests[q].arrival));
+      reps[best].active.push_back({q, requests[q].work});
+      reps[best].cpu.emplace_back(t, requests[q].cpu);
+      reps[best].cpu_sum += requests[q].cpu;
+    }
+    bool any_active = false;
+    for (const Replica& r : reps) any_active = any_active || !r.active.empty();
+    if (next >= requests.size() && queue.empty() && !any_active) break;
+
+    // Idle: jump to the next event (arrival, readiness or controller tick).
+    bool starting = false;
+    for (const Replica& r : reps) starting = starting || r.phase == Phase::kStarting;
+    double step = dt;
+    if (!any_active && queue.empty()) {
+      double until = std::min(next_sync, next_poll);
+      if (next < requests.size()) until = std::min(until, requests[next].arrival);
+      for (const Replica& r : reps) {
+        if (r.phase == Phase::kStarting) until = std::min(until, r.ready_at);
+      }
+      step = std::max(dt, until - t);
+      (void)starting;
+    }
+    // Serve (processor sharing within each replica).
+    for (Replica& r : reps) {
+      if (r.active.empty()) continue;
+      double share = step / r.active.size();
+      r.busy.emplace_back(t, step);
+      r.busy_sum += step;
+      for (size_t i = 0; i < r.active.size();) {
+        r.active[i].remaining -= share;
+        if (r.active[i].remaining <= 1e-12) {
+          r.active[i] = r.active.back();
+          r.active.pop_back();
+          completions.emplace_back(t, 1);
+          ++completions_sum;
+        } else {
+          ++i;
+        }
+      }
+    }
+    provisioned_s += step * reps.size();
+    reps.erase(std::remove_if(reps.begin(), reps.end(),
+                              [](const Replica& r) {
+                                return r.phase == Phase::kDraining && r.active.empty();
+                              }),
+               reps.end());
+    t += step;
+
+    // Controllers.
+    int ready = 0, starting_n = 0, running = 0;
+    for (const Replica& r : reps) {
+      ready += r.phase == Phase::kReady ? 1 : 0;
+      starting_n += r.phase == Phase::kStarting ? 1 : 0;
+      running += static_cast<int>(r.active.size());
+    }
+    const int waiting = static_cast<int>(queue.size());
+    int current = alive();
+    if (spec.kind == "fixed") {
+      // Static provisioning: no controller.
+    } else if (t >= next_sync) {
+      next_sync += kHpaSyncS;
+      if (spec.kind == "tessera") {
+        absl::Time now = absl::FromUnixSeconds(0) + absl::Seconds(t);
+        autoscale::Signals s;
+        s.waiting = autoscale::Sample::At(waiting, now);
+        s.running = autoscale::Sample::At(running, now);
+        s.ready = autoscale::Sample::At(ready, now);
+        s.starting = autoscale::Sample::At(starting_n, now);
+        s.utilization = autoscale::Sample::At(window_mean(false, t), now);
+        while (!completions.empty() && t - completions.front().first > kUtilWindowS) {
+          completions_sum -= completions.front().second;
+          completions.pop_front();
+        }
+        s.throughput = autoscale::Sample::At(completions_sum / kUtilWindowS, now);
+        tstate.current = current;
+        tstate.initialised = true;
+        autoscale::Decision dec = autoscale::DecideReplicas(spec.tessera, s, tstate, now);
+        tessera_decision = dec.replicas;
+        if (std::getenv("TESSERA_SIM_DEBUG") != nullptr) {
+          std::fprintf(stderr, "t=%.0f current=%d ready=%d starting=%d -> %d: %s\n", t, current,
+                       ready, starting_n, dec.replicas, dec.reason.c_str());
+        }
+        if (current >= 1 && tessera_decision >= 1) {
+          // HPA with target AverageValue 1: desired = the metric (Tessera's count).
+          set_replicas(hpa.Apply(current, tessera_decision,
+                                 static_cast<double>(tessera_decision) / current, t),
+                       t);
+        }
+      } else if (current >= 1) {
+        int desired = 0;
+        double ratio = 1;
+        if (spec.kind == "keda-queue") {
+          desired = static_cast<int>(std::ceil(waiting / spec.keda_target_queue - 1e-9));
+          ratio = waiting / (spec.keda_target_queue * current);
+        } else {
+          double util = window_mean(true, t) / model.cpu_request_cores +
+                        model.cpu_idle_cores / model.cpu_request_cores;
+          desired = static_cast<int>(std::ceil(current * util / spec.hpa_cpu_target - 1e-9));
+          ratio = util / spec.hpa_cpu_target;
+        }
+        int floor = spec.kind == "hpa-cpu" ? 1 : std::max(1, spec.min_replicas);
+        set_replicas(std::max(floor, hpa.Apply(current, std::max(desired, 1), ratio, t)), t);
+      }
+    }
+    if (t >= next_poll && spec.kind != "hpa-cpu" && spec.kind != "fixed") {
+      next_poll += poll_period;
+      // KEDA: IsActive each polling interval; 0 -> 1 on activity, -> 0 after the cooldown.
+      bool active = spec.kind == "tessera" ? tessera_decision > 0 : waiting > 0;
+      if (spec.kind == "tessera" && current == 0) {
+        // IsActive asks Tessera afresh (the scaler decides on every poll).
+        absl::Time now = absl::FromUnixSeconds(0) + absl::Seconds(t);
+        autoscale::Signals s;
+        s.waiting = autoscale::Sample::At(waiting, now);
+        s.running = autoscale::Sample::At(running, now);
+        s.ready = autoscale::Sample::At(0, now);
+        s.starting = autoscale::Sample::At(0, now);
+        tstate.current = 0;
+        tessera_decision = autoscale::DecideReplicas(spec.tessera, s, tstate, now).replicas;
+        active = tessera_decision > 0;
+      }
+      int min_keda = spec.kind == "tessera" ? spec.tessera.min_replicas : spec.min_replicas;
+      double cooldown = spec.kind == "tessera" ? kTesseraCooldownS : kKedaCooldownS;
+      if (active) {
+        last_active = t;
+        if (current == 0)
+          set_replicas(std::max(1, spec.kind == "tessera" ? tessera_decision : 1), t);
+      } else if (current > 0 && min_keda == 0 && t - last_active >= cooldown) {
+        set_replicas(0, t);
+      }
+    }
+  }
+
+  res.requests = waits.count();
+  res.gpu_hours = provisioned_s / 3600;
+  res.busy_gpu_hours = total_work / 3600;
+  res.utilization = res.gpu_hours > 0 ? res.busy_gpu_hours / res.gpu_hours : 0;
+  res.slo_attainment =
+      res.requests > 0 ? static_cast<double>(waits.AtMost(opt.slo_wait_s)) / res.requests : 1;
+  res.p50_wait_s = waits.Quantile(0.5);
+  res.p99_wait_s = waits.Quantile(0.99);
+  res.over_60s = res.requests - waits.AtMost(60);
+  res.cold_starts = cold_starts;
+  res.peak_replicas = peak;
+  res.cpu_seconds = ProcessCpuSeconds() - cpu_start;
+  return res;
+}
+
+}  // namespace tessera::sim

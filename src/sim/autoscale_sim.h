@@ -1,0 +1,111 @@
+// `tessera sim autoscale`: replays every request of a trace through one inference service whose
+// replicas a policy starts and stops, on a simulated clock, and reports GPU-hours against queue
+// waits. The `tessera` policy is the production DecideReplicas; `keda-queue` and `hpa-cpu`
+// emulate KEDA's Prometheus scaler on queue length and HPA on CPU with Kubernetes' rules.
+// The serving model and its calibration are in docs/autoscaling.md.
+//
+// Example:
+//   std::vector<SimRequest> reqs = RequestsFromAzure(rows, model, /*rate_scale=*/8, /*seed=*/1);
+//   SimResult r = Simulate(reqs, model, options, PolicySpec{.kind = "tessera"});
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "autoscale/policy.h"
+
+namespace tessera::sim {
+
+// One replica = one GPU running vLLM with continuous batching, as a processor-sharing server:
+// a request needs `work` seconds of a whole replica (prefill + decode at the batched rates),
+// up to `max_batch` requests share it, the rest wait in one FIFO queue for the service.
+struct ServingModel {
+  double prefill_s_per_token = 1.0 / 9750;  // replica-seconds per prompt token
+  double decode_s_per_token = 0.153 / 128;  // replica-seconds per generated token, batched
+  int max_batch = 64;
+  // CPU (for hpa-cpu): the server's HTTP and tokenisation work, not the GPU's.
+  double cpu_s_per_request = 0.001;
+  double cpu_s_per_prompt_token = 2e-6;
+  double cpu_s_per_generated_token = 10e-6;
+  double cpu_idle_cores = 0.05;
+  double cpu_request_cores = 4;  // the pod's CPU request (HPA's 100%)
+
+  double Work(int64_t context, int64_t generated) const {
+    return context * prefill_s_per_token + generated * decode_s_per_token;
+  }
+  double Cpu(int64_t context, int64_t generated) const {
+    return cpu_s_per_request + context * cpu_s_per_prompt_token +
+           generated * cpu_s_per_generated_token;
+  }
+};
+
+struct SimRequest {
+  double arrival = 0;  // s
+  double work = 0;     // replica-seconds
+  double cpu = 0;      // core-seconds
+};
+
+struct TokenRow {
+  double arrival_s = 0;
+  int64_t context = 0;
+  int64_t generated = 0;
+};
+
+// `rate_scale` K multiplies the load: every request is replayed floor(K) times, plus once more
+// with probability frac(K), each copy shifted by a uniform offset in [0, 1) s (so copies do not
+// arrive in the same instant). Sorted by arrival.
+std::vector<SimRequest> ScaleRequests(const std::vector<TokenRow>& rows, const ServingModel& m,
+                                      double rate_scale, uint64_t seed);
+
+struct RateWindow {
+  double start_s = 0;
+  double length_s = 600;
+  double rate = 0;
+  std::string distribution;  // Gamma | Weibull
+  double p1 = 0, p2 = 0;     // shape, scale
+};
+// Synthesises arrivals window by window from each window's fitted inter-arrival distribution
+// (the ServeGen recipe); every request has `context` prompt and `generated` output tokens.
+std::vector<SimRequest> SynthesizeRequests(const std::vector<RateWindow>& windows,
+                                           const ServingModel& m, double rate_scale,
+                                           int64_t context, int64_t generated, uint64_t seed);
+
+struct SimOptions {
+  double cold_start_s = 60;
+  double slo_wait_s = 2;
+  double dt_s = 0.05;  // fluid step
+  int max_replicas = 200;
+};
+
+struct PolicySpec {
+  std::string kind;                    // tessera | keda-queue | hpa-cpu
+  autoscale::AutoscalePolicy tessera;  // for kind == tessera
+  double keda_target_queue = 5;        // keda-queue: waiting requests per replica (AverageValue)
+  double hpa_cpu_target = 0.7;         // hpa-cpu: CPU utilisation of the request, 0-1
+  int min_replicas = 0;                // keda-queue (0 or more); hpa-cpu always >= 1
+  std::map<std::string, double> Params() const;
+};
+
+struct SimResult {
+  std::string policy;
+  std::map<std::string, double> params;
+  double gpu_hours = 0;       // ready + starting + draining replicas
+  double busy_gpu_hours = 0;  // total work / replica capacity
+  double utilization = 0;
+  double slo_attainment = 0;
+  double p50_wait_s = 0;
+  double p99_wait_s = 0;
+  int64_t requests = 0;
+  int64_t over_60s = 0;
+  int64_t cold_starts = 0;
+  int peak_replicas = 0;
+  double cpu_seconds = 0;  // simulator's own cost
+};
+
+SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& model,
+                   const SimOptions& options, const PolicySpec& policy);
+
+}  // namespace tessera::sim

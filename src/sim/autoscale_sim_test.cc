@@ -1,0 +1,121 @@
+#include "sim/autoscale_sim.h"
+
+#include "adapters/trace/llm_traces.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Steady load: one request of 0.5 replica-seconds every 0.25 s for an hour = 2 replicas busy.
+std::vector<SimRequest> Steady(double seconds, double gap, double work) {
+  std::vector<SimRequest> out;
+  for (double t = 0; t < seconds; t += gap) out.push_back({t, work, 0.001});
+  return out;
+}
+
+TEST(AutoscaleSim, FixedProvisioningAccountsExactly) {
+  ServingModel m;
+  SimOptions o;
+  PolicySpec fixed;
+  fixed.kind = "fixed";
+  fixed.min_replicas = 4;
+  SimResult r = Simulate(Steady(3600, 0.25, 0.5), m, o, fixed);
+  EXPECT_EQ(r.requests, 14400);
+  EXPECT_NEAR(r.busy_gpu_hours, 2.0, 1e-6);  // 14,400 x 0.5 s
+  EXPECT_NEAR(r.gpu_hours, 4.0, 0.01);       // 4 replicas for the hour
+  EXPECT_NEAR(r.utilization, 0.5, 0.01);
+  EXPECT_DOUBLE_EQ(r.slo_attainment, 1.0);  // twice the capacity needed
+  EXPECT_EQ(r.cold_starts, 0);
+  // Under-provisioned: the queue grows without bound and the SLO collapses.
+  fixed.min_replicas = 1;
+  r = Simulate(Steady(600, 0.25, 0.5), m, o, fixed);
+  EXPECT_LT(r.slo_attainment, 0.1);
+  EXPECT_GT(r.p99_wait_s, 200);
+}
+
+TEST(AutoscaleSim, TesseraFollowsASteadyLoadAndScalesToZeroWhenIdle) {
+  ServingModel m;
+  SimOptions o;
+  o.cold_start_s = 30;
+  PolicySpec t;
+  t.kind = "tessera";
+  t.tessera.cold_start = absl::Seconds(30);
+  t.tessera.idle_timeout = absl::Minutes(2);
+  // An hour of load needing 2 replicas, then 30 idle minutes, then a little more load.
+  std::vector<SimRequest> reqs = Steady(3600, 0.25, 0.5);
+  for (double s = 5400; s < 5460; s += 1) reqs.push_back({s, 0.5, 0.001});
+  SimResult r = Simulate(reqs, m, o, t);
+  EXPECT_GT(r.slo_attainment, 0.97) << r.slo_attainment;
+  EXPECT_GT(r.utilization, 0.5) << r.utilization;
+  // Target utilisation 0.75 holds 3 replicas for the 2 busy ones; scaled to zero in the gap,
+  // so well under 3 replicas x 1.5 h.
+  EXPECT_LT(r.gpu_hours, 3 * 1.5 * 0.85);
+  EXPECT_GE(r.cold_starts, 2);  // up from one at the start, and back from zero
+}
+
+TEST(AutoscaleSim, HpaCpuNeverScalesToZeroAndKedaQueueDoes) {
+  ServingModel m;
+  SimOptions o;
+  std::vector<SimRequest> reqs = Steady(10, 1, 0.2);
+  reqs.push_back({4000, 0.2, 0.001});
+  PolicySpec hpa;
+  hpa.kind = "hpa-cpu";
+  PolicySpec keda;
+  keda.kind = "keda-queue";
+  SimResult h = Simulate(reqs, m, o, hpa);
+  SimResult k = Simulate(reqs, m, o, keda);
+  EXPECT_NEAR(h.gpu_hours, 4000.2 / 3600, 0.01);  // one replica throughout
+  EXPECT_LT(k.gpu_hours, h.gpu_hours);            // zero between, after the cooldown
+  EXPECT_GE(k.cold_starts, 1);
+}
+
+TEST(AutoscaleSim, RateScaleMultipliesRequests) {
+  ServingModel m;
+  std::vector<TokenRow> rows = {{0, 1000, 10}, {1, 2000, 20}, {5, 100, 1}};
+  std::vector<SimRequest> r = ScaleRequests(rows, m, 3, 7);
+  EXPECT_EQ(r.size(), 9u);
+  for (size_t i = 1; i < r.size(); ++i) EXPECT_LE(r[i - 1].arrival, r[i].arrival);
+  EXPECT_NEAR(r[0].work, m.Work(1000, 10), 1e-12);
+  EXPECT_EQ(ScaleRequests(rows, m, 1, 7)[1].arrival, 1.0);  // K = 1 replays as recorded
+}
+
+TEST(AutoscaleSim, SynthesisKeepsEachWindowsRate) {
+  ServingModel m;
+  std::vector<RateWindow> w = {{0, 600, 2.0, "Gamma", 0.25, 2.0},
+                               {600, 600, 0, "", 0, 0},
+                               {1200, 600, 0.5, "Weibull", 0.8, 1.7}};
+  std::vector<SimRequest> r = SynthesizeRequests(w, m, 1, 1024, 128, 3);
+  int first = 0, second = 0, third = 0;
+  for (const SimRequest& q : r) (q.arrival < 600 ? first : q.arrival < 1200 ? second : third)++;
+  EXPECT_NEAR(first, 1200, 250);  // bursty (CV 2): loose bounds
+  EXPECT_EQ(second, 0);
+  EXPECT_NEAR(third, 300, 80);
+}
+
+TEST(LlmTraces, ParseAndLocateErrors) {
+  auto rows = adapters::ParseAzureLlmTrace(
+      "a.csv",
+      "TIMESTAMP,ContextTokens,GeneratedTokens\r\n2023-11-16 18:17:03.9799600,4808,10\r\n"
+      "2023-11-16 18:17:05.4799600,31,7");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_NEAR((*rows)[1].arrival_s, 1.5, 1e-6);
+  EXPECT_EQ((*rows)[0].context_tokens, 4808);
+  auto bad = adapters::ParseAzureLlmTrace(
+      "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9,x,10\n");
+  EXPECT_THAT(bad.status().message(), HasSubstr("a.csv:2:23: ContextTokens"));
+  EXPECT_THAT(adapters::ParseAzureLlmTrace("a.csv", "nope\n").status().message(),
+              HasSubstr("header"));
+  auto sg = adapters::ParseServeGenTrace(
+      "c.csv", "0,0.0,0,,0,0\r\n600,1.5,2.1,Gamma,0.2267,2.94\r\n1200,0.1,1.0,Weibull,0.9,8.1\r\n");
+  ASSERT_TRUE(sg.ok()) << sg.status();
+  EXPECT_EQ((*sg)[1].distribution, "Gamma");
+  EXPECT_THAT(adapters::ParseServeGenTrace("c.csv", "0,1.0,1,Poisson,1,1\n").status().message(),
+              HasSubstr("c.csv:1:9: distribution"));
+}
+
+}  // namespace
+}  // namespace tessera::sim
