@@ -1,7 +1,5 @@
 #include "adapters/k8s/kube_client.h"
 
-#include <curl/curl.h>
-
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -11,22 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "adapters/io/files.h"
 #include "adapters/k8s/yaml_reader.h"
+#include "adapters/net/http_client.h"
 #include "base/status.h"
 #include "nlohmann/json.hpp"
 #include "yaml-cpp/yaml.h"
 
 namespace tessera::adapters {
 namespace {
-
-void GlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-size_t Append(char* data, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(data, size * n);
-  return size * n;
-}
 
 // A named entry ({name: X, <kind>: {...}}) of a kubeconfig list.
 YAML::Node Named(const YAML::Node& list, const std::string& name, const std::string& kind) {
@@ -66,18 +55,6 @@ std::string Resolve(const std::string& kubeconfig, const std::string& file) {
 }
 
 }  // namespace
-
-std::string UrlEscape(const std::string& text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      absl::StrAppend(&out, "%", absl::Hex(c, absl::kZeroPad2));
-    }
-  }
-  return out;
-}
 
 absl::StatusOr<KubeConfig> InClusterConfig(const std::string& secrets_dir) {
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
@@ -158,7 +135,7 @@ absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path) {
   return c;
 }
 
-KubeClient::KubeClient(KubeConfig config) : config_(std::move(config)) { GlobalInit(); }
+KubeClient::KubeClient(KubeConfig config) : config_(std::move(config)) {}
 
 absl::StatusOr<KubeResponse> KubeClient::Request(const std::string& method, const std::string& path,
                                                  const std::string& body,
@@ -168,73 +145,25 @@ absl::StatusOr<KubeResponse> KubeClient::Request(const std::string& method, cons
     TESSERA_ASSIGN_OR_RETURN(token, ReadFile(config_.token_file));
     token = std::string(absl::StripAsciiWhitespace(token));
   }
-  std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
-  if (curl == nullptr) {
-    return absl::InternalError("curl_easy_init failed");
-  }
-  CURL* h = curl.get();
-  std::string url = config_.server + path;
-  std::string response;
-  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method.c_str());
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(config_.timeout_ms));
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(config_.timeout_ms));
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, Append);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &response);
-  if (!body.empty() || method == "POST" || method == "PATCH" || method == "PUT") {
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  }
-  std::unique_ptr<curl_slist, void (*)(curl_slist*)> headers(nullptr, curl_slist_free_all);
-  auto add = [&headers](const std::string& line) {
-    headers.reset(curl_slist_append(headers.release(), line.c_str()));
-  };
-  add("Accept: application/json");
-  add("Content-Type: " + content_type);
-  add("User-Agent: tessera-scheduler-extender");
+  HttpRequest req;
+  req.method = method;
+  req.url = config_.server + path;
+  req.body = body;
+  req.timeout_ms = config_.timeout_ms;
+  req.headers = {"Accept: application/json", "Content-Type: " + content_type,
+                 "User-Agent: tessera-scheduler-extender"};
   if (!token.empty()) {
-    add("Authorization: Bearer " + token);
+    req.headers.push_back("Authorization: Bearer " + token);
   }
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
-  if (!config_.ca_file.empty()) {
-    curl_easy_setopt(h, CURLOPT_CAINFO, config_.ca_file.c_str());
-  }
-  curl_blob ca{const_cast<char*>(config_.ca_data.data()), config_.ca_data.size(), CURL_BLOB_NOCOPY};
-  if (!config_.ca_data.empty()) {
-    curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
-  }
-  if (config_.insecure_skip_tls_verify) {
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-  }
-  if (!config_.client_cert_file.empty()) {
-    curl_easy_setopt(h, CURLOPT_SSLCERT, config_.client_cert_file.c_str());
-  }
-  if (!config_.client_key_file.empty()) {
-    curl_easy_setopt(h, CURLOPT_SSLKEY, config_.client_key_file.c_str());
-  }
-  curl_blob cert{const_cast<char*>(config_.client_cert_data.data()),
-                 config_.client_cert_data.size(), CURL_BLOB_NOCOPY};
-  curl_blob key{const_cast<char*>(config_.client_key_data.data()), config_.client_key_data.size(),
-                CURL_BLOB_NOCOPY};
-  if (!config_.client_cert_data.empty()) {
-    curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
-    curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-  }
-  if (!config_.client_key_data.empty()) {
-    curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
-    curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-  }
-  CURLcode rc = curl_easy_perform(h);
-  if (rc != CURLE_OK) {
-    return absl::UnavailableError(
-        absl::StrCat(method, " ", config_.server, path, ": ", curl_easy_strerror(rc)));
-  }
-  KubeResponse r;
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
-  r.body = std::move(response);
-  return r;
+  req.tls = {.ca_file = config_.ca_file,
+             .ca_pem = config_.ca_data,
+             .client_cert_file = config_.client_cert_file,
+             .client_cert_pem = config_.client_cert_data,
+             .client_key_file = config_.client_key_file,
+             .client_key_pem = config_.client_key_data,
+             .insecure_skip_verify = config_.insecure_skip_tls_verify};
+  TESSERA_ASSIGN_OR_RETURN(HttpResponse r, Fetch(req));
+  return KubeResponse{r.status, std::move(r.body)};
 }
 
 absl::Status KubeClient::Check(const KubeResponse& r, const std::string& what) {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "adapters/net/http_client.h"  // UrlEscape
 
 namespace tessera::adapters {
 
@@ -61,8 +62,5 @@ class KubeClient {
  private:
   KubeConfig config_;
 };
-
-// Percent-encodes a path segment or query value.
-std::string UrlEscape(const std::string& text);
 
 }  // namespace tessera::adapters

@@ -1,0 +1,98 @@
+#include "adapters/net/http_client.h"
+
+#include <curl/curl.h>
+
+#include <memory>
+#include <mutex>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace tessera::adapters {
+namespace {
+
+size_t Append(char* data, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(data, size * n);
+  return size * n;
+}
+
+curl_blob Blob(const std::string& s) {
+  return curl_blob{const_cast<char*>(s.data()), s.size(), CURL_BLOB_NOCOPY};
+}
+
+}  // namespace
+
+std::string UrlEscape(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppend(&out, "%", absl::Hex(c, absl::kZeroPad2));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
+  if (curl == nullptr) {
+    return absl::InternalError("curl_easy_init failed");
+  }
+  CURL* h = curl.get();
+  std::string response;
+  curl_easy_setopt(h, CURLOPT_URL, req.url.c_str());
+  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout_ms));
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(req.timeout_ms));
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, Append);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &response);
+  if (!req.body.empty() || req.method == "POST" || req.method == "PATCH" || req.method == "PUT") {
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, req.body.c_str());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.body.size()));
+  }
+  std::unique_ptr<curl_slist, void (*)(curl_slist*)> headers(nullptr, curl_slist_free_all);
+  for (const std::string& line : req.headers) {
+    headers.reset(curl_slist_append(headers.release(), line.c_str()));
+  }
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
+  const TlsOptions& tls = req.tls;
+  curl_blob ca = Blob(tls.ca_pem), cert = Blob(tls.client_cert_pem), key = Blob(tls.client_key_pem);
+  if (!tls.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, tls.ca_file.c_str());
+  if (!tls.ca_pem.empty()) curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
+  if (tls.insecure_skip_verify) {
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  if (!tls.client_cert_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_SSLCERT, tls.client_cert_file.c_str());
+  }
+  if (!tls.client_key_file.empty())
+    curl_easy_setopt(h, CURLOPT_SSLKEY, tls.client_key_file.c_str());
+  if (!tls.client_cert_pem.empty()) {
+    curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+  }
+  if (!tls.client_key_pem.empty()) {
+    curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
+    curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+  }
+  CURLcode rc = curl_easy_perform(h);
+  if (rc == CURLE_OPERATION_TIMEDOUT) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(req.method, " ", req.url, ": timed out after ", req.timeout_ms, " ms"));
+  }
+  if (rc != CURLE_OK) {
+    return absl::UnavailableError(
+        absl::StrCat(req.method, " ", req.url, ": ", curl_easy_strerror(rc)));
+  }
+  HttpResponse r;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
+  r.body = std::move(response);
+  return r;
+}
+
+}  // namespace tessera::adapters
