@@ -76,6 +76,7 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
                         absl::Time now) {
   if (!state.initialised) {
     state.initialised = true;
+    state.last_busy = now;  // idle time counts from the first look, not from the epoch
     if (Fresh(s.ready, p, now)) {
       state.current = static_cast<int>(s.ready.value) +
                       (Fresh(s.starting, p, now) ? static_cast<int>(s.starting.value) : 0);
@@ -92,6 +93,7 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
          {std::pair{"waiting", &s.waiting}, {"running", &s.running}, {"ready", &s.ready}}) {
       if (!Fresh(*sample, p, now)) absl::StrAppend(&which, which.empty() ? "" : ", ", name);
     }
+    state.last_busy = now;  // unknown demand restarts the idle clock
     d.replicas = clamp(std::max(state.current, 1));
     d.reason = absl::StrCat("holding at ", d.replicas, ": no fresh ", which,
                             " data (never lower or zero on missing data)");

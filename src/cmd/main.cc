@@ -3,6 +3,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cmd/plan_command.h"
+#include "cmd/scaler_command.h"
 #include "cmd/scheduler_extender_command.h"
 #include "cmd/sim_command.h"
 #include "cmd/trace_bench_command.h"
@@ -78,6 +79,12 @@ int Main(int argc, char** argv) {
   ext_cmd->add_option("--resync", ext.resync_seconds,
                       "Seconds between pod/node resyncs from the API (0: never; default 30)");
 
+  tessera::cmd::ScalerFlags scal;
+  CLI::App* scaler_cmd = app.add_subcommand(
+      "scaler", "Serve Tessera's replica decisions to KEDA (external scaler gRPC protocol)");
+  scaler_cmd->add_option("--config", scal.config_file, "ScalerConfig file")->required();
+  scaler_cmd->add_option("--listen", scal.listen, "HOST:PORT to serve on (default 0.0.0.0:9095)");
+
   tessera::cmd::SimAutoscaleFlags simf;
   CLI::App* sim_cmd = app.add_subcommand("sim", "Trace-driven simulations");
   sim_cmd->require_subcommand(1);
@@ -118,6 +125,9 @@ int Main(int argc, char** argv) {
   }
   if (bench_cmd->parsed()) {
     return tessera::cmd::RunTraceBench(bench);
+  }
+  if (scaler_cmd->parsed()) {
+    return tessera::cmd::RunScaler(scal);
   }
   if (sim_as->parsed()) {
     return tessera::cmd::RunSimAutoscale(simf);

@@ -1,6 +1,5 @@
 #include "cmd/scheduler_extender_command.h"
 
-#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
@@ -9,15 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "adapters/io/files.h"
 #include "adapters/k8s/extender_service.h"
+#include "cmd/signals.h"
 #include "placement/gpushare/fragmentation.h"
 #include "placement/gpushare/policies.h"
 
 namespace tessera::cmd {
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-void OnSignal(int) { g_stop.store(true); }
 
 int Fail(const std::string& message) {
   std::cerr << "tessera scheduler-extender: " << message << "\n";
@@ -99,11 +95,10 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
   std::cerr << "tessera scheduler-extender: policy " << flags.policy << ", " << svc.held_pods()
             << " pods holding GPUs restored\n";
 
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
+  std::atomic<bool>& g_stop = StopOnSignal();
   std::thread resync;
   if (have_api && flags.resync_seconds > 0) {
-    resync = std::thread([&svc, &flags] {
+    resync = std::thread([&svc, &flags, &g_stop] {
       auto period = std::chrono::milliseconds(static_cast<int64_t>(flags.resync_seconds * 1000));
       auto next = std::chrono::steady_clock::now() + period;
       while (!g_stop.load()) {
@@ -117,7 +112,7 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
     });
   }
   std::atomic<int> bound{0};
-  std::thread announce([&bound, &host] {
+  std::thread announce([&bound, &host, &g_stop] {
     while (bound.load() == 0 && !g_stop.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }

@@ -1,0 +1,237 @@
+#include "adapters/keda/scaler.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "adapters/io/files.h"
+#include "externalscaler.grpc.pb.h"
+
+namespace tessera::adapters {
+
+Scaler::Scaler(ScalerConfig config, MetricSource& source, const Clock& clock)
+    : config_(std::move(config)), source_(source), clock_(clock) {
+  absl::MutexLock lock(&mu_);
+  for (const ServiceConfig& s : config_.services) {
+    services_[s.name].view.reason = "no poll yet";
+  }
+}
+
+autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero,
+                               std::string* problems) {
+  absl::Time now = clock_.Now();
+  absl::StatusOr<PromValue> v = source_.Query(query);
+  if (!v.ok()) {
+    absl::StrAppend(problems, problems->empty() ? "" : "; ", v.status().message());
+    return {};
+  }
+  if (v->empty) {
+    if (empty_is_zero) return autoscale::Sample::At(0, now);
+    absl::StrAppend(problems, problems->empty() ? "" : "; ", "no series for ", query);
+    return {};
+  }
+  // Prometheus stamps an instant query with its evaluation time; a sample from our own
+  // future (clock skew) counts as now.
+  absl::Time at = v->sampled == absl::InfinitePast() ? now : std::min(v->sampled, now);
+  return autoscale::Sample::At(v->value, at);
+}
+
+void Scaler::PollOnce() {
+  for (const ServiceConfig& cfg : config_.services) {
+    std::string problems;
+    autoscale::Signals s;
+    s.ready = Read(cfg.ready_query, /*empty_is_zero=*/false, &problems);
+    // With no replica up, the servers' series are absent, which means nothing is queued there.
+    bool none_up = s.ready.present && s.ready.value == 0;
+    s.waiting = Read(cfg.queue_query, none_up, &problems);
+    s.running = cfg.running_query.empty() ? autoscale::Sample::At(0, clock_.Now())
+                                          : Read(cfg.running_query, none_up, &problems);
+    if (!cfg.utilization_query.empty()) {
+      s.utilization = Read(cfg.utilization_query, false, &problems);
+      if (none_up) s.utilization = {};
+    }
+    if (!cfg.throughput_query.empty()) s.throughput = Read(cfg.throughput_query, true, &problems);
+    if (!cfg.starting_query.empty()) s.starting = Read(cfg.starting_query, true, &problems);
+    absl::Time now = clock_.Now();
+    absl::MutexLock lock(&mu_);
+    Service& svc = services_[cfg.name];
+    autoscale::Decision d = autoscale::DecideReplicas(cfg.policy, s, svc.state, now);
+    svc.view.replicas = d.replicas;
+    svc.view.reason = problems.empty() ? d.reason : absl::StrCat(d.reason, " [", problems, "]");
+    svc.view.decided_at = now;
+    svc.view.data_ok = d.data_ok;
+  }
+}
+
+absl::StatusOr<ScalerView> Scaler::View(const std::string& service) const {
+  const ServiceConfig* cfg = config_.Find(service);
+  if (cfg == nullptr) {
+    std::string known;
+    for (const ServiceConfig& s : config_.services)
+      absl::StrAppend(&known, known.empty() ? "" : ", ", s.name);
+    return absl::NotFoundError(absl::StrCat(
+        "service \"", service, "\" is not in the scaler's config (known: ", known, ")"));
+  }
+  absl::MutexLock lock(&mu_);
+  ScalerView v = services_.at(service).view;
+  v.fresh = v.data_ok && clock_.Now() - v.decided_at <= cfg->policy.stale_after;
+  return v;
+}
+
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
+  switch (s.code()) {
+    case absl::StatusCode::kNotFound:
+      code = grpc::StatusCode::NOT_FOUND;
+      break;
+    case absl::StatusCode::kInvalidArgument:
+      code = grpc::StatusCode::INVALID_ARGUMENT;
+      break;
+    case absl::StatusCode::kUnavailable:
+      code = grpc::StatusCode::UNAVAILABLE;
+      break;
+    default:
+      break;
+  }
+  return grpc::Status(code, std::string(s.message()));
+}
+
+class ExternalScalerImpl final : public externalscaler::ExternalScaler::Service {
+ public:
+  ExternalScalerImpl(Scaler& scaler, const std::atomic<bool>* stop)
+      : scaler_(scaler), stop_(stop) {}
+
+  grpc::Status IsActive(grpc::ServerContext*, const externalscaler::ScaledObjectRef* ref,
+                        externalscaler::IsActiveResponse* out) override {
+    absl::StatusOr<bool> active = Active(*ref);
+    if (!active.ok()) return ToGrpc(active.status());
+    out->set_result(*active);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status StreamIsActive(
+      grpc::ServerContext* ctx, const externalscaler::ScaledObjectRef* ref,
+      grpc::ServerWriter<externalscaler::IsActiveResponse>* writer) override {
+    absl::Duration period = scaler_.config().poll_interval;
+    while (!ctx->IsCancelled() && !stop_->load()) {
+      absl::StatusOr<bool> active = Active(*ref);
+      if (!active.ok()) return ToGrpc(active.status());
+      externalscaler::IsActiveResponse r;
+      r.set_result(*active);
+      if (!writer->Write(r)) break;
+      for (absl::Duration slept; slept < period && !ctx->IsCancelled() && !stop_->load();
+           slept += absl::Milliseconds(50)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetMetricSpec(grpc::ServerContext*, const externalscaler::ScaledObjectRef* ref,
+                             externalscaler::GetMetricSpecResponse* out) override {
+    // Static: answered from the config alone, never from Prometheus (KEDA issue 8056).
+    absl::StatusOr<std::string> service = ServiceOf(*ref);
+    if (!service.ok()) return ToGrpc(service.status());
+    externalscaler::MetricSpec* spec = out->add_metricspecs();
+    spec->set_metricname(Scaler::MetricName(*service));
+    spec->set_targetsize(1);
+    spec->set_targetsizefloat(1.0);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetMetrics(grpc::ServerContext*, const externalscaler::GetMetricsRequest* req,
+                          externalscaler::GetMetricsResponse* out) override {
+    absl::StatusOr<std::string> service = ServiceOf(req->scaledobjectref());
+    if (!service.ok()) return ToGrpc(service.status());
+    absl::StatusOr<ScalerView> v = scaler_.View(*service);
+    if (!v.ok()) return ToGrpc(v.status());
+    if (!v->fresh) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          absl::StrCat("no fresh decision for ", *service, ": ", v->reason));
+    }
+    externalscaler::MetricValue* m = out->add_metricvalues();
+    m->set_metricname(Scaler::MetricName(*service));
+    m->set_metricvalue(v->replicas);
+    m->set_metricvaluefloat(static_cast<double>(v->replicas));
+    return grpc::Status::OK;
+  }
+
+ private:
+  absl::StatusOr<std::string> ServiceOf(const externalscaler::ScaledObjectRef& ref) {
+    auto it = ref.scalermetadata().find("service");
+    if (it == ref.scalermetadata().end() || it->second.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ScaledObject ", ref.namespace_(), "/", ref.name(),
+                       ": trigger metadata has no `service` key naming a service of the config"));
+    }
+    if (scaler_.config().Find(it->second) == nullptr) {
+      return scaler_.View(it->second).status();  // NotFound listing the known services
+    }
+    return it->second;
+  }
+  absl::StatusOr<bool> Active(const externalscaler::ScaledObjectRef& ref) {
+    absl::StatusOr<std::string> service = ServiceOf(ref);
+    if (!service.ok()) return service.status();
+    absl::StatusOr<ScalerView> v = scaler_.View(*service);
+    if (!v.ok()) return v.status();
+    return !v->fresh || v->replicas > 0;  // unknown demand is never "inactive"
+  }
+
+  Scaler& scaler_;
+  const std::atomic<bool>* stop_;
+};
+
+}  // namespace
+
+absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::atomic<bool>* stop,
+                         std::atomic<int>* bound_port) {
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  const ScalerConfig& cfg = scaler.config();
+  if (!cfg.tls_cert_file.empty()) {
+    grpc::SslServerCredentialsOptions opts(
+        cfg.tls_client_ca_file.empty()
+            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    absl::StatusOr<std::string> cert = ReadFile(cfg.tls_cert_file);
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadFile(cfg.tls_key_file);
+    if (!key.ok()) return key.status();
+    opts.pem_key_cert_pairs.push_back({*key, *cert});
+    if (!cfg.tls_client_ca_file.empty()) {
+      absl::StatusOr<std::string> ca = ReadFile(cfg.tls_client_ca_file);
+      if (!ca.ok()) return ca.status();
+      opts.pem_root_certs = *ca;
+    }
+    creds = grpc::SslServerCredentials(opts);
+  }
+  ExternalScalerImpl service(scaler, stop);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, creds, &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
+  }
+  if (bound_port != nullptr) bound_port->store(port);
+  // Poll on the real clock; the first poll at once.
+  auto next = std::chrono::steady_clock::now();
+  auto period = absl::ToChronoMilliseconds(cfg.poll_interval);
+  while (!stop->load()) {
+    if (std::chrono::steady_clock::now() >= next) {
+      scaler.PollOnce();
+      next += period;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server->Wait();
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::adapters

@@ -1,0 +1,212 @@
+#include "adapters/keda/scaler_config.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "adapters/k8s/decoders.h"
+#include "adapters/k8s/yaml_reader.h"
+#include "base/status.h"
+
+namespace tessera::adapters {
+namespace {
+
+absl::StatusOr<absl::Duration> ReadDuration(const Field& f, absl::Duration dflt) {
+  if (!f.present()) return dflt;
+  TESSERA_ASSIGN_OR_RETURN(std::string text, f.String());
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration()) {
+    return f.Error(
+        absl::StrCat("expected a duration such as 5s, 2m or 1h30m, found \"", text, "\""));
+  }
+  return d;
+}
+
+absl::StatusOr<double> ReadNumber(const Field& f, double min, double max, double dflt) {
+  TESSERA_ASSIGN_OR_RETURN(std::optional<double> v, f.OptionalNumber(min, max));
+  return v.value_or(dflt);
+}
+
+absl::StatusOr<int> ReadInt(const Field& f, int64_t min, int64_t max, int dflt) {
+  TESSERA_ASSIGN_OR_RETURN(std::optional<int64_t> v, f.OptionalInt(min, max));
+  return static_cast<int>(v.value_or(dflt));
+}
+
+std::string Label(const std::string& key, const std::string& value) {
+  return absl::StrCat(key, "=\"", value, "\"");
+}
+
+}  // namespace
+
+const ServiceConfig* ScalerConfig::Find(const std::string& name) const {
+  for (const ServiceConfig& s : services) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const std::string& text) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> docs, ParseYamlDocuments(file, text));
+  if (docs.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file, ": expected one tessera.io/v1alpha1 ScalerConfig document, found ", docs.size()));
+  }
+  Field doc(file, docs[0], "");
+  TESSERA_RETURN_IF_ERROR(doc.RequireMap());
+  TESSERA_RETURN_IF_ERROR(doc.OnlyKeys({"apiVersion", "kind", "prometheus", "tls", "services"}));
+  TESSERA_ASSIGN_OR_RETURN(std::string api, doc.Get("apiVersion").String());
+  TESSERA_ASSIGN_OR_RETURN(std::string kind, doc.Get("kind").String());
+  if (api != kApiVersion || kind != "ScalerConfig") {
+    return doc.Get("kind").Error(absl::StrCat("expected apiVersion ", kApiVersion,
+                                              " and kind ScalerConfig, found ", api, " ", kind));
+  }
+  ScalerConfig c;
+  Field prom = doc.Get("prometheus");
+  TESSERA_RETURN_IF_ERROR(prom.RequireMap());
+  TESSERA_RETURN_IF_ERROR(prom.OnlyKeys({"url", "timeout", "pollInterval"}));
+  TESSERA_ASSIGN_OR_RETURN(c.prometheus_url, prom.Get("url").String());
+  if (c.prometheus_url.rfind("http://", 0) != 0 && c.prometheus_url.rfind("https://", 0) != 0) {
+    return prom.Get("url").Error("expected an http:// or https:// URL");
+  }
+  while (!c.prometheus_url.empty() && c.prometheus_url.back() == '/') c.prometheus_url.pop_back();
+  TESSERA_ASSIGN_OR_RETURN(c.timeout, ReadDuration(prom.Get("timeout"), absl::Seconds(2)));
+  TESSERA_ASSIGN_OR_RETURN(c.poll_interval,
+                           ReadDuration(prom.Get("pollInterval"), absl::Seconds(5)));
+  if (c.timeout <= absl::ZeroDuration() || c.poll_interval <= absl::ZeroDuration()) {
+    return prom.Error("timeout and pollInterval must be above 0");
+  }
+  if (Field tls = doc.Get("tls"); tls.present()) {
+    TESSERA_RETURN_IF_ERROR(tls.RequireMap());
+    TESSERA_RETURN_IF_ERROR(tls.OnlyKeys({"certFile", "keyFile", "clientCAFile"}));
+    TESSERA_ASSIGN_OR_RETURN(c.tls_cert_file, tls.Get("certFile").String());
+    TESSERA_ASSIGN_OR_RETURN(c.tls_key_file, tls.Get("keyFile").String());
+    TESSERA_ASSIGN_OR_RETURN(c.tls_client_ca_file, tls.Get("clientCAFile").StringOr(""));
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Field> services, doc.Get("services").Items());
+  if (services.empty()) {
+    return doc.Get("services").Error("expected at least one service");
+  }
+  std::set<std::string> names;
+  for (const Field& sf : services) {
+    TESSERA_RETURN_IF_ERROR(sf.RequireMap());
+    TESSERA_RETURN_IF_ERROR(sf.OnlyKeys({"name",
+                                         "server",
+                                         "model",
+                                         "deployment",
+                                         "namespace",
+                                         "queueQuery",
+                                         "runningQuery",
+                                         "utilizationQuery",
+                                         "throughputQuery",
+                                         "readyQuery",
+                                         "startingQuery",
+                                         "targetQueuePerReplica",
+                                         "targetUtilization",
+                                         "utilizationBand",
+                                         "minReplicas",
+                                         "maxReplicas",
+                                         "idleTimeout",
+                                         "activationThreshold",
+                                         "scaleUpStep",
+                                         "scaleUpRatio",
+                                         "scaleDownWindow",
+                                         "scaleDownStep",
+                                         "scaleDownRatio",
+                                         "coldStart",
+                                         "trendWindow",
+                                         "staleAfter"}));
+    ServiceConfig s;
+    TESSERA_ASSIGN_OR_RETURN(s.name, sf.Get("name").String());
+    if (s.name.empty() || !names.insert(s.name).second) {
+      return sf.Get("name").Error(
+          absl::StrCat("expected a unique non-empty name, found \"", s.name, "\""));
+    }
+    TESSERA_ASSIGN_OR_RETURN(std::string server, sf.Get("server").StringOr(""));
+    TESSERA_ASSIGN_OR_RETURN(std::string model, sf.Get("model").StringOr(s.name));
+    TESSERA_ASSIGN_OR_RETURN(std::string deployment, sf.Get("deployment").StringOr(s.name));
+    TESSERA_ASSIGN_OR_RETURN(std::string ns, sf.Get("namespace").StringOr("default"));
+    // Defaults per server (shared/reference/autoscaling.md section 6).
+    if (server == "vllm") {
+      s.queue_query =
+          absl::StrCat("sum(vllm:num_requests_waiting{", Label("model_name", model), "})");
+      s.running_query =
+          absl::StrCat("sum(vllm:num_requests_running{", Label("model_name", model), "})");
+      s.throughput_query = absl::StrCat("sum(rate(vllm:request_success_total{",
+                                        Label("model_name", model), "}[1m]))");
+    } else if (server == "triton") {
+      s.queue_query =
+          absl::StrCat("sum(nv_inference_pending_request_count{", Label("model", model), "})");
+      s.throughput_query =
+          absl::StrCat("sum(rate(nv_inference_request_success{", Label("model", model), "}[1m]))");
+    } else if (server == "tgi") {
+      s.queue_query = "sum(tgi_queue_size)";
+      s.running_query = "sum(tgi_batch_current_size)";
+      s.throughput_query = "sum(rate(tgi_request_success[1m]))";
+    } else if (!server.empty()) {
+      return sf.Get("server").Error(
+          absl::StrCat("expected vllm, triton or tgi (or omit it and give the queries), found \"",
+                       server, "\""));
+    }
+    if (!deployment.empty()) {
+      std::string sel = absl::StrCat(Label("namespace", ns), ",", Label("deployment", deployment));
+      s.ready_query = absl::StrCat("sum(kube_deployment_status_replicas_available{", sel, "})");
+      s.starting_query =
+          absl::StrCat("sum(kube_deployment_status_replicas_unavailable{", sel, "})");
+      s.utilization_query =
+          absl::StrCat("avg(avg_over_time(DCGM_FI_DEV_GPU_UTIL{", Label("namespace", ns),
+                       ",pod=~\"", deployment, "-.*\"}[1m])) / 100");
+    }
+    struct Q {
+      const char* key;
+      std::string* out;
+    };
+    for (Q q :
+         {Q{"queueQuery", &s.queue_query}, Q{"runningQuery", &s.running_query},
+          Q{"utilizationQuery", &s.utilization_query}, Q{"throughputQuery", &s.throughput_query},
+          Q{"readyQuery", &s.ready_query}, Q{"startingQuery", &s.starting_query}}) {
+      TESSERA_ASSIGN_OR_RETURN(*q.out, sf.Get(q.key).StringOr(*q.out));
+    }
+    if (s.queue_query.empty()) {
+      return sf.Error("queueQuery is required (or set server: vllm|triton|tgi)");
+    }
+    if (s.ready_query.empty()) {
+      return sf.Error(
+          "readyQuery is required (or set deployment, for kube-state-metrics' "
+          "kube_deployment_status_replicas_available)");
+    }
+    autoscale::AutoscalePolicy& p = s.policy;
+    TESSERA_ASSIGN_OR_RETURN(
+        p.target_queue_per_replica,
+        ReadNumber(sf.Get("targetQueuePerReplica"), 0.001, 1e6, p.target_queue_per_replica));
+    TESSERA_ASSIGN_OR_RETURN(p.target_utilization, ReadNumber(sf.Get("targetUtilization"), 0.01, 1,
+                                                              p.target_utilization));
+    TESSERA_ASSIGN_OR_RETURN(p.utilization_band,
+                             ReadNumber(sf.Get("utilizationBand"), 0, 0.99, p.utilization_band));
+    TESSERA_ASSIGN_OR_RETURN(p.min_replicas,
+                             ReadInt(sf.Get("minReplicas"), 0, 100000, p.min_replicas));
+    TESSERA_ASSIGN_OR_RETURN(p.max_replicas,
+                             ReadInt(sf.Get("maxReplicas"), 1, 100000, p.max_replicas));
+    TESSERA_ASSIGN_OR_RETURN(p.activation_threshold, ReadNumber(sf.Get("activationThreshold"), 0,
+                                                                1e9, p.activation_threshold));
+    TESSERA_ASSIGN_OR_RETURN(p.scale_up_step,
+                             ReadInt(sf.Get("scaleUpStep"), 1, 100000, p.scale_up_step));
+    TESSERA_ASSIGN_OR_RETURN(p.scale_up_ratio,
+                             ReadNumber(sf.Get("scaleUpRatio"), 0, 100, p.scale_up_ratio));
+    TESSERA_ASSIGN_OR_RETURN(p.scale_down_step,
+                             ReadInt(sf.Get("scaleDownStep"), 1, 100000, p.scale_down_step));
+    TESSERA_ASSIGN_OR_RETURN(p.scale_down_ratio,
+                             ReadNumber(sf.Get("scaleDownRatio"), 0, 1, p.scale_down_ratio));
+    TESSERA_ASSIGN_OR_RETURN(p.idle_timeout, ReadDuration(sf.Get("idleTimeout"), p.idle_timeout));
+    TESSERA_ASSIGN_OR_RETURN(p.scale_down_window,
+                             ReadDuration(sf.Get("scaleDownWindow"), p.scale_down_window));
+    TESSERA_ASSIGN_OR_RETURN(p.cold_start, ReadDuration(sf.Get("coldStart"), p.cold_start));
+    TESSERA_ASSIGN_OR_RETURN(p.trend_window, ReadDuration(sf.Get("trendWindow"), p.trend_window));
+    TESSERA_ASSIGN_OR_RETURN(p.stale_after, ReadDuration(sf.Get("staleAfter"), p.stale_after));
+    if (absl::Status v = p.Validate(); !v.ok()) {
+      return sf.Error(v.message());
+    }
+    c.services.push_back(std::move(s));
+  }
+  return c;
+}
+
+}  // namespace tessera::adapters

@@ -1,0 +1,41 @@
+// `tessera scaler`'s configuration (kind ScalerConfig, docs/autoscaling.md): the Prometheus
+// endpoint, optional TLS, and one entry per service with its queries and policy knobs. Queries
+// not given default from `server` (vllm, triton, tgi), `model` and `deployment`. Strict: unknown
+// fields and bad values are errors naming the file, line, field and what was expected.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "autoscale/policy.h"
+
+namespace tessera::adapters {
+
+struct ServiceConfig {
+  std::string name;
+  std::string queue_query;        // waiting requests, whole service (required or from server)
+  std::string running_query;      // "" = none (running counted as 0)
+  std::string utilization_query;  // 0-1; "" = none
+  std::string throughput_query;   // completions/s; "" = none
+  std::string ready_query;        // ready replicas (required or from deployment)
+  std::string starting_query;     // replicas not yet ready; "" = none
+  autoscale::AutoscalePolicy policy;
+};
+
+struct ScalerConfig {
+  std::string prometheus_url;
+  absl::Duration timeout = absl::Seconds(2);
+  absl::Duration poll_interval = absl::Seconds(5);
+  std::string tls_cert_file;  // server certificate (PEM); with tls_key_file enables TLS
+  std::string tls_key_file;
+  std::string tls_client_ca_file;  // optional: require client certificates signed by it
+  std::vector<ServiceConfig> services;
+
+  const ServiceConfig* Find(const std::string& name) const;
+};
+
+absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const std::string& text);
+
+}  // namespace tessera::adapters

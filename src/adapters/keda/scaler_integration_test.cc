@@ -1,0 +1,288 @@
+// `tessera scaler` against real servers on 127.0.0.1: Debian's `prometheus` scrapes a small
+// exporter (in this process) whose queue-depth series the test controls; a gRPC client speaks
+// KEDA's external-scaler protocol to the scaler, through scale-up, scale-down, scale-to-zero and
+// back; then Prometheus is stopped (the scaler must hold: IsActive true, GetMetrics
+// UNAVAILABLE) and restarted (it must recover).
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "adapters/keda/scaler.h"
+#include "externalscaler.grpc.pb.h"
+#include "gtest/gtest.h"
+
+namespace tessera::adapters {
+namespace {
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// The series an inference service and kube-state-metrics would expose, set by the test.
+class Exporter {
+ public:
+  Exporter() {
+    server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu_);
+      res.set_content(
+          absl::StrFormat("vllm:num_requests_waiting{model_name=\"chat\"} %d\n"
+                          "vllm:num_requests_running{model_name=\"chat\"} %d\n"
+                          "kube_deployment_status_replicas_available{namespace=\"default\","
+                          "deployment=\"chat\"} %d\n",
+                          waiting_, running_, ready_),
+          "text/plain; version=0.0.4");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~Exporter() {
+    server_.stop();
+    thread_.join();
+  }
+  void Set(int waiting, int running, int ready) {
+    std::lock_guard<std::mutex> l(mu_);
+    waiting_ = waiting;
+    running_ = running;
+    ready_ = ready;
+  }
+  int port() const { return port_; }
+
+ private:
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::mutex mu_;
+  int waiting_ = 0, running_ = 0, ready_ = 1;
+};
+
+// Debian's prometheus binary, scraping the exporter every 500 ms.
+class Prometheus {
+ public:
+  Prometheus(const std::string& dir, int exporter_port) : dir_(dir), port_(FreePort()) {
+    std::ofstream(dir + "/prometheus.yml")
+        << "global: {scrape_interval: 500ms, evaluation_interval: 500ms}\n"
+        << "scrape_configs:\n- job_name: chat\n  static_configs:\n  - targets: ['127.0.0.1:"
+        << exporter_port << "']\n";
+  }
+  ~Prometheus() { Stop(); }
+  void Start() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::string out = dir_ + "/prometheus.log";
+      freopen(out.c_str(), "a", stdout);
+      freopen(out.c_str(), "a", stderr);
+      std::string cfg = "--config.file=" + dir_ + "/prometheus.yml";
+      std::string data = "--storage.tsdb.path=" + dir_ + "/data";
+      std::string listen = absl::StrCat("--web.listen-address=127.0.0.1:", port_);
+      execlp("prometheus", "prometheus", cfg.c_str(), data.c_str(), listen.c_str(), nullptr);
+      _exit(127);
+    }
+  }
+  void Stop() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  bool Ready() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_connection_timeout(0, 200000);
+    httplib::Result r = c.Get("/-/ready");
+    return r && r->status == 200;
+  }
+  int port() const { return port_; }
+  std::string log() const {
+    std::ifstream in(dir_ + "/prometheus.log");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+ private:
+  std::string dir_;
+  int port_;
+  pid_t pid_ = -1;
+};
+
+bool Eventually(const std::function<bool()>& f, double seconds) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(int(seconds * 1000));
+  while (std::chrono::steady_clock::now() < end) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return f();
+}
+
+class KedaClient {
+ public:
+  explicit KedaClient(int port)
+      : stub_(externalscaler::ExternalScaler::NewStub(grpc::CreateChannel(
+            absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()))) {}
+
+  externalscaler::ScaledObjectRef Ref(const std::string& service) {
+    externalscaler::ScaledObjectRef ref;
+    ref.set_name("chat");
+    ref.set_namespace_("default");
+    (*ref.mutable_scalermetadata())["scalerAddress"] = "tessera-scaler.tessera-system:9095";
+    if (!service.empty()) (*ref.mutable_scalermetadata())["service"] = service;
+    return ref;
+  }
+  grpc::Status Metrics(const std::string& service, double* value) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    externalscaler::GetMetricsRequest req;
+    *req.mutable_scaledobjectref() = Ref(service);
+    req.set_metricname(Scaler::MetricName(service));
+    externalscaler::GetMetricsResponse resp;
+    grpc::Status s = stub_->GetMetrics(&ctx, req, &resp);
+    if (s.ok()) {
+      EXPECT_EQ(resp.metricvalues_size(), 1);
+      EXPECT_EQ(resp.metricvalues(0).metricvalue(),
+                static_cast<int64_t>(resp.metricvalues(0).metricvaluefloat()));
+      *value = resp.metricvalues(0).metricvaluefloat();
+    }
+    return s;
+  }
+  int Replicas() {
+    double v = -1;
+    return Metrics("chat", &v).ok() ? static_cast<int>(v) : -1;
+  }
+  bool Active() {
+    grpc::ClientContext ctx;
+    externalscaler::IsActiveResponse resp;
+    grpc::Status s = stub_->IsActive(&ctx, Ref("chat"), &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.result();
+  }
+  grpc::Status Spec(const std::string& service, externalscaler::GetMetricSpecResponse* out) {
+    grpc::ClientContext ctx;
+    return stub_->GetMetricSpec(&ctx, Ref(service), out);
+  }
+  std::unique_ptr<externalscaler::ExternalScaler::Stub>& stub() { return stub_; }
+
+ private:
+  std::unique_ptr<externalscaler::ExternalScaler::Stub> stub_;
+};
+
+TEST(ScalerIntegration, RealPrometheusThroughScaleUpDownZeroOutageAndRecovery) {
+  char tmpl[] = "/tmp/tessera-scaler-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  Exporter exporter;
+  Prometheus prom(dir, exporter.port());
+  prom.Start();
+  ASSERT_TRUE(Eventually([&] { return prom.Ready(); }, 30)) << prom.log();
+
+  std::string config_text = absl::StrCat(R"(apiVersion: tessera.io/v1alpha1
+kind: ScalerConfig
+prometheus: {url: "http://127.0.0.1:)",
+                                         prom.port(), R"(", timeout: 1s, pollInterval: 250ms}
+services:
+  - name: chat
+    server: vllm
+    model: chat
+    deployment: chat
+    targetQueuePerReplica: 4
+    minReplicas: 0
+    maxReplicas: 20
+    idleTimeout: 3s
+    scaleDownWindow: 2s
+    coldStart: 1s
+    trendWindow: 1s
+    staleAfter: 3s
+)");
+  absl::StatusOr<ScalerConfig> config = DecodeScalerConfig("scaler.yaml", config_text);
+  ASSERT_TRUE(config.ok()) << config.status();
+  // The defaults for server: vllm and deployment: chat.
+  EXPECT_EQ(config->services[0].queue_query, "sum(vllm:num_requests_waiting{model_name=\"chat\"})");
+  PromSource source({.url = config->prometheus_url, .timeout_ms = 1000, .bearer_token = ""});
+  RealClock clock;
+  Scaler scaler(*config, source, clock);
+  std::atomic<bool> stop{false};
+  std::atomic<int> port{0};
+  absl::Status served;
+  std::thread server([&] { served = ServeScaler(scaler, "127.0.0.1:0", &stop, &port); });
+  struct Join {  // stops the scaler on every exit, failed assertions included
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Join() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } join{stop, server};
+  ASSERT_TRUE(Eventually([&] { return port.load() > 0; }, 10));
+  KedaClient keda(port.load());
+
+  // Static spec, answered from the config.
+  externalscaler::GetMetricSpecResponse spec;
+  ASSERT_TRUE(keda.Spec("chat", &spec).ok());
+  ASSERT_EQ(spec.metricspecs_size(), 1);
+  EXPECT_EQ(spec.metricspecs(0).metricname(), "tessera-chat");
+  EXPECT_EQ(spec.metricspecs(0).targetsize(), 1);
+  EXPECT_EQ(spec.metricspecs(0).targetsizefloat(), 1.0);
+  EXPECT_EQ(keda.Spec("nope", &spec).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(keda.Spec("", &spec).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // Idle with one replica: kept (idle for less than the timeout).
+  exporter.Set(0, 0, 1);
+  ASSERT_TRUE(Eventually([&] { return keda.Replicas() == 1; }, 15)) << scaler.View("chat")->reason;
+  // Scale-up: 40 waiting + 16 running on one replica -> (40 + 16) / (16 + 4) = 3.
+  exporter.Set(40, 16, 1);
+  ASSERT_TRUE(Eventually([&] { return keda.Replicas() == 3; }, 10)) << scaler.View("chat")->reason;
+  EXPECT_TRUE(keda.Active());
+  // The HPA applied it; the queue is gone and two requests run: down to 1 after the window.
+  exporter.Set(0, 2, 3);
+  ASSERT_TRUE(Eventually([&] { return keda.Replicas() == 1; }, 10)) << scaler.View("chat")->reason;
+  // Nothing at all for the idle timeout: zero, and inactive.
+  exporter.Set(0, 0, 1);
+  ASSERT_TRUE(Eventually([&] { return keda.Replicas() == 0; }, 10)) << scaler.View("chat")->reason;
+  EXPECT_FALSE(keda.Active());
+  // Back from zero when requests wait.
+  exporter.Set(5, 0, 0);
+  ASSERT_TRUE(Eventually([&] { return keda.Active() && keda.Replicas() >= 1; }, 10))
+      << scaler.View("chat")->reason;
+  exporter.Set(0, 3, 1);
+  ASSERT_TRUE(Eventually([&] { return keda.Replicas() == 1; }, 10));
+
+  // Prometheus goes away: never inactive, never a number to act on.
+  prom.Stop();
+  double v = 0;
+  ASSERT_TRUE(Eventually(
+      [&] { return keda.Metrics("chat", &v).error_code() == grpc::StatusCode::UNAVAILABLE; }, 10))
+      << scaler.View("chat")->reason;
+  EXPECT_TRUE(keda.Active());
+  EXPECT_EQ(keda.Metrics("unknown", &v).error_code(), grpc::StatusCode::NOT_FOUND);
+  // GetMetricSpec still answers (KEDA issue 8056).
+  EXPECT_TRUE(keda.Spec("chat", &spec).ok());
+  // Recovery.
+  prom.Start();
+  ASSERT_TRUE(Eventually([&] { return prom.Ready(); }, 30)) << prom.log();
+  ASSERT_TRUE(Eventually([&] { return keda.Replicas() == 1; }, 15)) << scaler.View("chat")->reason;
+
+  stop = true;
+  server.join();
+  EXPECT_TRUE(served.ok()) << served;
+  prom.Stop();
+  std::system(("rm -rf " + dir).c_str());
+}
+
+}  // namespace
+}  // namespace tessera::adapters

@@ -1,0 +1,94 @@
+#include "adapters/prometheus/prom_client.h"
+
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "adapters/net/http_client.h"
+#include "base/status.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::adapters {
+namespace {
+
+using nlohmann::json;
+
+// [<unix seconds>, "<value>"]
+absl::StatusOr<PromValue> Sample(const json& pair) {
+  if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number() || !pair[1].is_string()) {
+    return absl::InternalError(
+        absl::StrCat("Prometheus: expected a sample [time, \"value\"], found ", pair.dump()));
+  }
+  PromValue v;
+  v.sampled = absl::FromUnixMicros(static_cast<int64_t>(pair[0].get<double>() * 1e6));
+  std::string text = pair[1].get<std::string>();
+  if (!absl::SimpleAtod(text, &v.value)) {
+    return absl::InternalError(absl::StrCat("Prometheus: sample value \"", text, "\""));
+  }
+  if (!std::isfinite(v.value)) {
+    return absl::UnavailableError(
+        absl::StrCat("Prometheus returned ", text, " (not a number): no usable sample"));
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<PromValue> ParsePromResponse(long http_status, const std::string& body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.value("status", "") == "error") {
+    std::string type = j.value("errorType", "unknown");
+    std::string text = absl::StrCat("Prometheus error (", type, ", HTTP ", http_status,
+                                    "): ", j.value("error", ""));
+    if (type == "bad_data") return absl::InvalidArgumentError(text);
+    return absl::UnavailableError(text);
+  }
+  if (http_status < 200 || http_status >= 300) {
+    return absl::UnavailableError(
+        absl::StrCat("Prometheus: HTTP ", http_status, ": ", body.substr(0, 200)));
+  }
+  if (!j.is_object() || j.value("status", "") != "success" || !j.contains("data") ||
+      !j["data"].is_object()) {
+    return absl::InternalError(
+        absl::StrCat("Prometheus: not a query response: ", body.substr(0, 200)));
+  }
+  const json& data = j["data"];
+  std::string type = data.value("resultType", "");
+  const json& result = data.contains("result") ? data["result"] : json();
+  if (type == "scalar") {
+    return Sample(result);
+  }
+  if (type != "vector" || !result.is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Prometheus: expected an instant vector or scalar, found ", type,
+                     " (use an instant query that returns one number)"));
+  }
+  if (result.empty()) {
+    PromValue v;
+    v.empty = true;
+    return v;
+  }
+  if (result.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Prometheus: the query returned ", result.size(),
+                     " series; aggregate it to one (sum(...), avg(...))"));
+  }
+  if (!result[0].is_object() || !result[0].contains("value")) {
+    return absl::InternalError("Prometheus: series without a value");
+  }
+  return Sample(result[0]["value"]);
+}
+
+absl::StatusOr<PromValue> PromClient::Query(const std::string& promql) const {
+  HttpRequest req;
+  req.url = absl::StrCat(config_.url, "/api/v1/query?query=", UrlEscape(promql));
+  req.timeout_ms = config_.timeout_ms;
+  req.headers = {"Accept: application/json"};
+  if (!config_.bearer_token.empty()) {
+    req.headers.push_back("Authorization: Bearer " + config_.bearer_token);
+  }
+  TESSERA_ASSIGN_OR_RETURN(HttpResponse r, Fetch(req));
+  return ParsePromResponse(r.status, r.body);
+}
+
+}  // namespace tessera::adapters

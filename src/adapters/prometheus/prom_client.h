@@ -1,0 +1,49 @@
+// PromQL instant queries over Prometheus' HTTP API (GET /api/v1/query), for the autoscaler's
+// signals. Every outcome is explicit:
+//   a number                      -> value, present
+//   an empty vector               -> empty (no series matched: e.g. no pod is up to report)
+//   NaN or +-Inf                  -> Unavailable "not a number"
+//   several series                -> InvalidArgument (aggregate the query with sum/avg)
+//   Prometheus error body         -> InvalidArgument for bad_data (the query is wrong),
+//                                    Unavailable otherwise (timeout, execution, unavailable)
+//   HTTP error without that body  -> Unavailable with the status
+//   no answer within the timeout  -> DeadlineExceeded
+//   connection refused etc.       -> Unavailable
+//
+// Example:
+//   PromClient prom({.url = "http://127.0.0.1:9090", .timeout_ms = 2000});
+//   absl::StatusOr<PromValue> v = prom.Query("sum(vllm:num_requests_waiting)");
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace tessera::adapters {
+
+struct PromConfig {
+  std::string url;  // http(s)://host:port[/prefix]
+  int timeout_ms = 2000;
+  std::string bearer_token;  // optional
+};
+
+struct PromValue {
+  double value = 0;
+  bool empty = false;                         // the query matched no series
+  absl::Time sampled = absl::InfinitePast();  // the sample's timestamp
+};
+
+class PromClient {
+ public:
+  explicit PromClient(PromConfig config) : config_(std::move(config)) {}
+  absl::StatusOr<PromValue> Query(const std::string& promql) const;
+
+ private:
+  PromConfig config_;
+};
+
+// Parses a /api/v1/query response body (exposed for tests).
+absl::StatusOr<PromValue> ParsePromResponse(long http_status, const std::string& body);
+
+}  // namespace tessera::adapters

@@ -1,0 +1,51 @@
+#include "cmd/scaler_command.h"
+
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "adapters/io/files.h"
+#include "adapters/keda/scaler.h"
+#include "cmd/signals.h"
+
+namespace tessera::cmd {
+namespace {
+
+int Fail(const std::string& message) {
+  std::cerr << "tessera scaler: " << message << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int RunScaler(const ScalerFlags& flags) {
+  absl::StatusOr<std::string> text = adapters::ReadFile(flags.config_file);
+  if (!text.ok()) return Fail(std::string(text.status().message()));
+  absl::StatusOr<adapters::ScalerConfig> config =
+      adapters::DecodeScalerConfig(flags.config_file, *text);
+  if (!config.ok()) return Fail(std::string(config.status().message()));
+  adapters::PromSource source(
+      {.url = config->prometheus_url,
+       .timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(config->timeout)),
+       .bearer_token = ""});
+  RealClock clock;
+  adapters::Scaler scaler(*config, source, clock);
+  std::atomic<bool>& stop = StopOnSignal();
+  std::atomic<int> bound{0};
+  std::thread announce([&] {
+    while (bound.load() == 0 && !stop.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (bound.load() > 0) {
+      std::cerr << "tessera scaler: " << config->services.size() << " services, Prometheus "
+                << config->prometheus_url << ", listening on port " << bound.load() << "\n";
+    }
+  });
+  absl::Status s = adapters::ServeScaler(scaler, flags.listen, &stop, &bound);
+  stop.store(true);
+  announce.join();
+  if (!s.ok()) return Fail(std::string(s.message()));
+  return 0;
+}
+
+}  // namespace tessera::cmd
