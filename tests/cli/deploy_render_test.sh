@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Renders every kustomization under deploy/ with `kubectl kustomize` and checks what each must
-# contain. Usage: deploy_render_test.sh path/to/tessera (unused; kept for the CLI test runner)
+# contain; the shipped ScalerConfig must load in `tessera scaler`. Usage: deploy_render_test.sh TESSERA
 set -u
+TESSERA=${1:?usage: deploy_render_test.sh path/to/tessera}
 ROOT=${TESSERA_SOURCE_DIR:?}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -34,6 +35,34 @@ check "extender container runs scheduler-extender" grep -q -- '- scheduler-exten
 check "extender may create bindings" grep -q 'pods/binding' "$R"
 check "extender may patch pods" grep -q -- '- patch' "$R"
 check "everything in tessera-system" test "$(grep -c 'namespace: tessera-system' "$R")" -ge 5
+
+S="$WORK/scaler.yaml"
+check "scaler: ScaledObject with an external trigger" grep -q 'type: external' "$S"
+check "scaler: metric type AverageValue" grep -q 'metricType: AverageValue' "$S"
+check "scaler: the service key" grep -q 'service: chat-small' "$S"
+check "scaler: HPA windows off" grep -q 'stabilizationWindowSeconds: 0' "$S"
+check "scaler: fallback replicas" grep -q 'failureThreshold: 3' "$S"
+check "scaler: runs tessera scaler" grep -q -- '- scaler' "$S"
+# The ConfigMap's scaler.yaml, as rendered, must start the scaler.
+python3 - "$S" >"$WORK/scaler-config.yaml" <<'PY'
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+i = next(n for n, l in enumerate(lines) if l.strip() == "scaler.yaml: |")
+out = []
+for l in lines[i + 1:]:
+    if l.startswith("    ") or not l.strip():
+        out.append(l[4:])
+    else:
+        break
+print("\n".join(out))
+PY
+timeout 10 "$TESSERA" scaler --config "$WORK/scaler-config.yaml" --listen 127.0.0.1:0 \
+  2>"$WORK/scaler.err" &
+pid=$!
+for _ in $(seq 50); do grep -q 'listening on' "$WORK/scaler.err" && break; sleep 0.1; done
+kill "$pid" 2>/dev/null
+wait "$pid"
+check "scaler: the shipped config loads" grep -q 'listening on' "$WORK/scaler.err"
 
 echo "deploy_render_test: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

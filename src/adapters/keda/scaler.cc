@@ -210,6 +210,7 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
     creds = grpc::SslServerCredentials(opts);
   }
   ExternalScalerImpl service(scaler, stop);
+  grpc::EnableDefaultHealthCheckService(true);  // for the kubelet's grpc probe
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen, creds, &port);
