@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "cmd/fetch_command.h"
 #include "cmd/plan_command.h"
 #include "cmd/scaler_command.h"
 #include "cmd/scheduler_extender_command.h"
@@ -79,6 +80,17 @@ int Main(int argc, char** argv) {
   ext_cmd->add_option("--resync", ext.resync_seconds,
                       "Seconds between pod/node resyncs from the API (0: never; default 30)");
 
+  tessera::cmd::FetchFlags fetchf;
+  CLI::App* fetch_cmd = app.add_subcommand(
+      "fetch", "Fetch a model's weights (HTTP(S) file, safetensors index or tessera manifest)");
+  fetch_cmd->add_option("source", fetchf.source, "URL of the file, index or manifest")->required();
+  fetch_cmd->add_option("--to", fetchf.to,
+                        "Directory to fetch into (appears complete or not at all)");
+  fetch_cmd->add_option("--agent", fetchf.agent, "Node agent socket (not built yet)");
+  fetch_cmd->add_option("--timeout", fetchf.timeout, "Give up after this long (default 10m)");
+  fetch_cmd->add_option("--connections", fetchf.connections, "Parallel ranged GETs (default 8)");
+  fetch_cmd->add_option("--chunk-size", fetchf.chunk_size, "Bytes per ranged GET (default 8Mi)");
+
   tessera::cmd::ScalerFlags scal;
   CLI::App* scaler_cmd = app.add_subcommand(
       "scaler", "Serve Tessera's replica decisions to KEDA (external scaler gRPC protocol)");
@@ -125,6 +137,9 @@ int Main(int argc, char** argv) {
   }
   if (bench_cmd->parsed()) {
     return tessera::cmd::RunTraceBench(bench);
+  }
+  if (fetch_cmd->parsed()) {
+    return tessera::cmd::RunFetch(fetchf);
   }
   if (scaler_cmd->parsed()) {
     return tessera::cmd::RunScaler(scal);

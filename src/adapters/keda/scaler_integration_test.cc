@@ -5,9 +5,7 @@
 // UNAVAILABLE) and restarted (it must recover).
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,24 +17,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "adapters/keda/scaler.h"
+#include "adapters/net/free_port.h"
 #include "externalscaler.grpc.pb.h"
 #include "gtest/gtest.h"
 
 namespace tessera::adapters {
 namespace {
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+int FreePort() { return FreeLoopbackPort(); }
 
 // The series an inference service and kube-state-metrics would expose, set by the test.
 class Exporter {

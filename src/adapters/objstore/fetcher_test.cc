@@ -1,0 +1,374 @@
+// The fetcher against real origins on 127.0.0.1: Debian's nginx serving generated
+// safetensors-shaped files (Range support, access log to count the bytes it served), and a
+// fault-injecting origin (cpp-httplib) that answers 503 with Retry-After, 500, short bodies or
+// stops serving, for retries and resume.
+#include "adapters/objstore/fetcher.h"
+
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "adapters/net/free_port.h"
+#include "adapters/objstore/verify.h"
+#include "base/random.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::adapters::objstore {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/tessera-fetch-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+// A safetensors file: `tensors` F16 tensors of `elems` elements each, random bytes.
+std::string Safetensors(int tensors, int64_t elems, uint64_t seed) {
+  nlohmann::json h = {{"__metadata__", {{"format", "pt"}}}};
+  int64_t off = 0;
+  for (int i = 0; i < tensors; ++i) {
+    h[absl::StrCat("model.layers.", i, ".weight")] = {
+        {"dtype", "F16"}, {"shape", {elems / 64, 64}}, {"data_offsets", {off, off + elems * 2}}};
+    off += elems * 2;
+  }
+  std::string header = h.dump();
+  while ((8 + header.size()) % 8 != 0) header.push_back(' ');
+  std::string out(8, '\0');
+  uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  out += header;
+  Random rng(seed);
+  for (int64_t i = 0; i < off; ++i) out.push_back(static_cast<char>(rng.UniformInt(0, 255)));
+  return out;
+}
+
+void Write(const std::string& path, const std::string& data) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << data;
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+int FreePort() { return FreeLoopbackPort(); }
+
+// nginx serving `root`, logging "status bytes uri range" per request.
+class Nginx {
+ public:
+  explicit Nginx(const std::string& root) : dir_(TempDir()), port_(FreePort()) {
+    std::ofstream(dir_ + "/nginx.conf")
+        << "daemon off;\nworker_processes 1;\nuser root;\npid " << dir_ << "/nginx.pid;\n"
+        << "error_log " << dir_ << "/error.log;\nevents {}\nhttp {\n"
+        << "  log_format bytes '$status $body_bytes_sent $uri $http_range';\n"
+        << "  access_log " << dir_ << "/access.log bytes;\n"
+        << "  client_body_temp_path " << dir_ << "/body;\n  proxy_temp_path " << dir_
+        << "/proxy;\n  fastcgi_temp_path " << dir_ << "/fcgi;\n  uwsgi_temp_path " << dir_
+        << "/uwsgi;\n  scgi_temp_path " << dir_ << "/scgi;\n"
+        << "  server { listen 127.0.0.1:" << port_ << "; root " << root << "; }\n}\n";
+    pid_ = fork();
+    if (pid_ == 0) {
+      freopen((dir_ + "/stderr").c_str(), "w", stderr);
+      execlp("nginx", "nginx", "-c", (dir_ + "/nginx.conf").c_str(), "-p", dir_.c_str(), nullptr);
+      _exit(127);
+    }
+    for (int i = 0; i < 100; ++i) {
+      httplib::Client c("127.0.0.1", port_);
+      if (c.Get("/")) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  ~Nginx() {
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+    fs::remove_all(dir_);
+  }
+  std::string url(const std::string& path) const {
+    return absl::StrCat("http://127.0.0.1:", port_, "/", path);
+  }
+  // Body bytes nginx sent for `uri`, over all requests.
+  int64_t BytesServed(const std::string& uri) const {
+    int64_t total = 0;
+    std::ifstream in(dir_ + "/access.log");
+    std::string line;
+    while (std::getline(in, line)) {
+      std::vector<std::string> f = absl::StrSplit(line, ' ');
+      int64_t b = 0;
+      if (f.size() >= 3 && f[2] == uri && absl::SimpleAtoi(f[1], &b)) total += b;
+    }
+    return total;
+  }
+
+ private:
+  std::string dir_;
+  int port_;
+  pid_t pid_ = -1;
+};
+
+// An origin with Range support that misbehaves on purpose.
+class FaultyOrigin {
+ public:
+  std::map<std::string, std::string> files;
+  std::atomic<int> requests{0};
+  std::atomic<int> fail_every{0};      // every Nth request: 503 + Retry-After: 0
+  std::atomic<int> serve_at_most{-1};  // after this many good requests: 500 for ever
+  std::atomic<int64_t> bytes{0};
+
+  FaultyOrigin() {
+    server_.Get(R"(/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      int n = ++requests;
+      if (fail_every > 0 && n % fail_every == 0) {
+        res.status = 503;
+        res.set_header("Retry-After", "0");
+        return;
+      }
+      if (serve_at_most >= 0 && good_ >= serve_at_most) {
+        res.status = 500;
+        return;
+      }
+      auto it = files.find(req.matches[1].str());
+      if (it == files.end()) {
+        res.status = 404;
+        return;
+      }
+      ++good_;
+      const std::string& data = it->second;
+      // cpp-httplib answers the Range itself (206 and Content-Range) from the whole body.
+      if (req.method == "HEAD") {
+        // no body
+      } else if (req.ranges.empty()) {
+        bytes += static_cast<int64_t>(data.size());
+      } else {
+        auto [b, e] = req.ranges[0];
+        if (e < 0 || e >= static_cast<ssize_t>(data.size())) {
+          e = static_cast<ssize_t>(data.size()) - 1;
+        }
+        bytes += e - b + 1;
+      }
+      res.set_content(data, "application/octet-stream");
+    });
+    server_.set_payload_max_length(size_t{1} << 30);
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~FaultyOrigin() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url(const std::string& path) const {
+    return absl::StrCat("http://127.0.0.1:", port_, "/", path);
+  }
+
+ private:
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::atomic<int> good_{0};
+};
+
+FetchOptions Small() {
+  FetchOptions o;
+  o.connections = 4;
+  o.chunk_bytes = 64 << 10;
+  o.backoff_base = absl::Milliseconds(5);
+  o.backoff_max = absl::Milliseconds(50);
+  o.seed = 1;
+  return o;
+}
+
+TEST(Fetcher, ShardedSafetensorsFromNginxEachByteOnce) {
+  std::string www = TempDir();
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}},
+                          {"weight_map", nlohmann::json::object()}};
+  std::vector<std::string> shards;
+  for (int s = 1; s <= 3; ++s) {
+    std::string name = absl::StrCat("model-0000", s, "-of-00003.safetensors");
+    Write(www + "/m/" + name, Safetensors(4, 64 * 1024, s));  // 512 KiB each
+    for (int t = 0; t < 4; ++t) index["weight_map"][absl::StrCat("l", s, ".", t)] = name;
+    shards.push_back(name);
+  }
+  Write(www + "/m/model.safetensors.index.json", index.dump());
+  Nginx nginx(www);
+  FetchOptions o = Small();
+  absl::StatusOr<std::vector<FileSpec>> files =
+      ResolveSource(nginx.url("m/model.safetensors.index.json"), o);
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_EQ(files->size(), 4u);
+  std::string out = TempDir() + "/model";
+  absl::StatusOr<FetchStats> s = FetchModel(*files, out, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+  for (const std::string& name : shards) {
+    EXPECT_EQ(Read(out + "/" + name), Read(www + "/m/" + name)) << name;
+    EXPECT_TRUE(VerifySafetensors(out + "/" + name).ok());
+    // nginx's access log: every byte of the shard sent exactly once.
+    EXPECT_EQ(nginx.BytesServed("/m/" + name),
+              static_cast<int64_t>(fs::file_size(out + "/" + name)))
+        << name;
+  }
+  // A second fetch finds the directory complete and asks the origin nothing.
+  absl::StatusOr<FetchStats> again = FetchModel(*files, out, o);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->already_complete);
+  fs::remove_all(www);
+}
+
+TEST(Fetcher, ManifestChecksumsAndAMismatchIsRefetchedOnceThenAnError) {
+  FaultyOrigin origin;
+  origin.files["w/a.bin"] = std::string(300000, 'a');
+  origin.files["w/sub/b.safetensors"] = Safetensors(2, 4096, 9);
+  nlohmann::json manifest = {
+      {"files",
+       {{{"name", "a.bin"}, {"size", 300000}, {"sha256", Sha256Hex(origin.files["w/a.bin"])}},
+        {{"name", "sub/b.safetensors"},
+         {"size", origin.files["w/sub/b.safetensors"].size()},
+         {"sha256", Sha256Hex(origin.files["w/sub/b.safetensors"])}}}}};
+  origin.files["w/tessera-manifest.json"] = manifest.dump();
+  FetchOptions o = Small();
+  auto files = ResolveSource(origin.url("w/tessera-manifest.json"), o);
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::string out = TempDir() + "/m";
+  absl::StatusOr<FetchStats> s = FetchModel(*files, out, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(Read(out + "/sub/b.safetensors"), origin.files["w/sub/b.safetensors"]);
+
+  // The origin now serves other bytes than the manifest says.
+  manifest["files"][0]["sha256"] = std::string(64, '0');
+  origin.files["w/tessera-manifest.json"] = manifest.dump();
+  files = ResolveSource(origin.url("w/tessera-manifest.json"), o);
+  ASSERT_TRUE(files.ok());
+  std::string out2 = TempDir() + "/m";
+  int64_t before = origin.bytes;
+  s = FetchModel(*files, out2, o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.status().message(), HasSubstr("refetched once"));
+  EXPECT_FALSE(fs::exists(out2));  // never a directory with a bad file in it
+  // a.bin fetched twice (first try and the one refetch), b once then reused from the chunks.
+  EXPECT_LE(origin.bytes - before,
+            2 * 300000 + static_cast<int64_t>(origin.files["w/sub/b.safetensors"].size()) + 1000);
+}
+
+TEST(Fetcher, RetriesHonourRetryAfterAndResumeFetchesOnlyWhatIsMissing) {
+  FaultyOrigin origin;
+  const int64_t size = 4 << 20;  // 64 chunks of 64 KiB
+  std::string data;
+  Random rng(3);
+  for (int64_t i = 0; i < size; ++i) data.push_back(static_cast<char>(rng.UniformInt(0, 255)));
+  origin.files["big.bin"] = data;
+  FetchOptions o = Small();
+  auto files = ResolveSource(origin.url("big.bin"), o);
+  ASSERT_TRUE(files.ok());
+  std::string out = TempDir() + "/big";
+
+  // Every third request answered 503: retried, and the result is intact.
+  origin.fail_every = 3;
+  absl::StatusOr<FetchStats> s = FetchModel(*files, out, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_GT(s->retries, 10);
+  EXPECT_EQ(Read(out + "/big.bin"), data);
+
+  // An origin that dies after 20 chunks: the fetch fails and keeps what it verified...
+  FaultyOrigin dying;
+  dying.files["big.bin"] = data;
+  dying.serve_at_most = 21;  // the HEAD and 20 chunks
+  std::string out2 = TempDir() + "/big";
+  o.max_attempts = 2;
+  auto dying_files = ResolveSource(dying.url("big.bin"), o);
+  s = FetchModel(*dying_files, out2, o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("gave up"));
+  EXPECT_FALSE(fs::exists(out2));
+  EXPECT_TRUE(fs::exists(out2 + ".partial/big.bin"));
+  // ...and a later run resumes: it fetches at most 1.1x the missing bytes.
+  FaultyOrigin healthy;
+  healthy.files["big.bin"] = data;
+  auto files2 = ResolveSource(healthy.url("big.bin"), o);
+  s = FetchModel(*files2, out2, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_GE(s->resumed_bytes, 15 * 65536);
+  int64_t missing = size - s->resumed_bytes;
+  EXPECT_LE(healthy.bytes.load(), missing * 11 / 10);
+  EXPECT_EQ(Read(out2 + "/big.bin"), data);
+}
+
+TEST(Fetcher, UntrustedNamesAndMissingFiles) {
+  FaultyOrigin origin;
+  for (const char* bad : {"../etc/passwd", "/abs", "a\\\\b", "a//b", "./x", "x/.."}) {
+    origin.files["m/tessera-manifest.json"] =
+        nlohmann::json{{"files", {{{"name", bad}, {"size", 1}}}}}.dump();
+    auto r = ResolveSource(origin.url("m/tessera-manifest.json"), Small());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("unsafe file name")) << bad;
+  }
+  origin.files["i/model.safetensors.index.json"] =
+      R"({"weight_map": {"a": "../../x.safetensors"}})";
+  EXPECT_FALSE(ResolveSource(origin.url("i/model.safetensors.index.json"), Small()).ok());
+  auto missing = ResolveSource(origin.url("nothing.bin"), Small());
+  ASSERT_TRUE(missing.ok());
+  auto s = FetchModel(*missing, TempDir() + "/x", Small());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound) << s.status();
+  EXPECT_EQ(ResolveSource("s3://bucket/prefix/", Small()).status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(ResolveSource("ftp://x/y", Small()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Verify, SafetensorsStructure) {
+  std::string dir = TempDir();
+  std::string good = Safetensors(3, 128, 1);
+  Write(dir + "/good.safetensors", good);
+  EXPECT_TRUE(VerifySafetensors(dir + "/good.safetensors").ok());
+  // Truncated buffer: the last tensor runs past the end.
+  Write(dir + "/short.safetensors", good.substr(0, good.size() - 10));
+  EXPECT_THAT(VerifySafetensors(dir + "/short.safetensors").message(), HasSubstr("outside"));
+  // Extra bytes: a hole at the end.
+  Write(dir + "/long.safetensors", good + "xx");
+  EXPECT_THAT(VerifySafetensors(dir + "/long.safetensors").message(), HasSubstr("end at byte"));
+  // Header size beyond the file.
+  std::string huge = good;
+  huge[0] = '\xff';
+  huge[1] = '\xff';
+  huge[2] = '\x0f';
+  Write(dir + "/huge.safetensors", huge);
+  EXPECT_FALSE(VerifySafetensors(dir + "/huge.safetensors").ok());
+  auto with_header = [&](const nlohmann::json& h, size_t buffer) {
+    std::string header = h.dump();
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    Write(dir + "/x.safetensors", out + header + std::string(buffer, '\0'));
+    return VerifySafetensors(dir + "/x.safetensors");
+  };
+  EXPECT_THAT(with_header({{"a", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 4}}}}}, 4)
+                  .message(),
+              HasSubstr("need 8"));
+  EXPECT_THAT(with_header({{"a", {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {0, 4}}}},
+                           {"b", {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {2, 6}}}}},
+                          6)
+                  .message(),
+              HasSubstr("overlap"));
+  EXPECT_THAT(with_header({{"a", {{"dtype", "Q4"}, {"shape", {1}}, {"data_offsets", {0, 1}}}}}, 1)
+                  .message(),
+              HasSubstr("unknown dtype"));
+  EXPECT_TRUE(
+      with_header({{"a", {{"dtype", "BF16"}, {"shape", {0, 5}}, {"data_offsets", {0, 0}}}}}, 0)
+          .ok());
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tessera::adapters::objstore
