@@ -6,13 +6,7 @@ TESSERA=${1:?usage: deploy_render_test.sh path/to/tessera}
 ROOT=${TESSERA_SOURCE_DIR:?}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-check() {
-  local name=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $name" >&2; fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 if ! command -v kubectl >/dev/null; then
   echo "deploy_render_test: kubectl not found (scripts/setup-deps installs it)" >&2
   exit 1
@@ -64,5 +58,4 @@ kill "$pid" 2>/dev/null
 wait "$pid"
 check "scaler: the shipped config loads" grep -q 'listening on' "$WORK/scaler.err"
 
-echo "deploy_render_test: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish deploy_render_test

@@ -7,13 +7,7 @@ TESSERA=${1:?usage: fetch_test.sh path/to/tessera}
 WORK=$(mktemp -d)
 NGINX_PID=""
 trap '[ -n "$NGINX_PID" ] && kill "$NGINX_PID" 2>/dev/null; rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-check() {
-  local name=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $name" >&2; fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 mkdir -p "$WORK/www/m/sub" "$WORK/nginx"
 head -c 3000000 /dev/urandom >"$WORK/www/m/weights.bin"
 head -c 70000 /dev/urandom >"$WORK/www/m/sub/tokenizer.bin"
@@ -69,5 +63,4 @@ check "bad source exits 1" test $? = 1
 "$TESSERA" fetch "http://127.0.0.1:$PORT/m/weights.bin" --agent unix:///run/tessera.sock 2>"$WORK/err4"
 check "--agent is refused clearly" grep -q 'not built yet' "$WORK/err4"
 
-echo "fetch_test: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish fetch_test

@@ -9,13 +9,7 @@ DATA=${TESSERA_SOURCE_DIR:?}/tests/data/extender
 WORK=$(mktemp -d)
 PID=""
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-check() {
-  local name=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $name" >&2; fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 python3 - "$DATA" "$WORK" <<'PY'
 import json, sys
@@ -114,5 +108,4 @@ check "names the file and field" grep -q 'badnodes.json: items\[0\].metadata.nam
 "$TESSERA" scheduler-extender --listen nowhere 2>"$WORK/err"
 check "bad --listen exits 1" test $? = 1
 
-echo "scheduler_extender_test: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish scheduler_extender_test

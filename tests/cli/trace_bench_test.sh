@@ -5,13 +5,7 @@ set -u
 TESSERA=${1:?usage: trace_bench_test.sh path/to/tessera}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-check() {
-  local name=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $name" >&2; fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 {
   echo "sn,cpu_milli,memory_mib,gpu,model"
   for i in $(seq 0 19); do echo "openb-node-$i,96000,786432,8,G2"; done

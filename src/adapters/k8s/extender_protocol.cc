@@ -440,26 +440,32 @@ absl::StatusOr<Assignment> DecodeAssignment(absl::string_view text) {
   return a;
 }
 
-absl::StatusOr<std::vector<PodInfo>> DecodePodList(absl::string_view body) {
-  TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(body, "PodList"));
-  TESSERA_ASSIGN_OR_RETURN(std::vector<json> items, ListItems(j, "PodList"));
-  std::vector<PodInfo> out;
+namespace {
+
+// The items of a v1 list (PodList, NodeList, kubectl's List), each decoded by `decode`.
+template <typename T, typename Decode>
+absl::StatusOr<std::vector<T>> DecodeList(absl::string_view body, absl::string_view kind,
+                                          Decode decode) {
+  TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(body, kind));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<json> items, ListItems(j, std::string(kind)));
+  std::vector<T> out;
   for (size_t i = 0; i < items.size(); ++i) {
-    TESSERA_ASSIGN_OR_RETURN(PodInfo p, DecodePod(items[i], absl::StrCat("items[", i, "]")));
-    out.push_back(std::move(p));
+    TESSERA_ASSIGN_OR_RETURN(T v, decode(items[i], absl::StrCat("items[", i, "]")));
+    out.push_back(std::move(v));
   }
   return out;
 }
 
+}  // namespace
+
+absl::StatusOr<std::vector<PodInfo>> DecodePodList(absl::string_view body) {
+  return DecodeList<PodInfo>(
+      body, "PodList", [](const json& j, const std::string& path) { return DecodePod(j, path); });
+}
+
 absl::StatusOr<std::vector<OnlineNode>> DecodeNodeListJson(absl::string_view body) {
-  TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(body, "NodeList"));
-  TESSERA_ASSIGN_OR_RETURN(std::vector<json> items, ListItems(j, "NodeList"));
-  std::vector<OnlineNode> out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    TESSERA_ASSIGN_OR_RETURN(OnlineNode n, DecodeNode(items[i], absl::StrCat("items[", i, "]")));
-    out.push_back(std::move(n));
-  }
-  return out;
+  return DecodeList<OnlineNode>(
+      body, "NodeList", [](const json& j, const std::string& path) { return DecodeNode(j, path); });
 }
 
 }  // namespace tessera::adapters
