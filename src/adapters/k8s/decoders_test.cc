@@ -70,6 +70,9 @@ TEST(DecodeFleet, RejectsBadInputNamingFileLineField) {
        "fleet.yaml:1:4: malformed YAML/JSON: invalid UTF-8 byte 0xb6"},
       // And this (libyaml checks the syntax first).
       {",5 t\n,", "fleet.yaml:1:1: malformed YAML/JSON:"},
+      // And these, which libyaml accepts: a plain value with a line starting with ','.
+      {"!/ t\n,M", "fleet.yaml:1:1: unsupported YAML: a plain (unquoted) value"},
+      {"&a t\n,M", "fleet.yaml:1:1: unsupported YAML"},
       {"a: \xed\xa0\x80\n", "invalid UTF-8 byte 0xed"},  // a surrogate
       {"a: \xc0\xaf\n", "invalid UTF-8 byte 0xc0"},      // overlong
       {"pools: [", "fleet.yaml:2:1: malformed YAML/JSON: did not find expected node content"},

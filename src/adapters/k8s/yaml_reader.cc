@@ -83,6 +83,8 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
   yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()),
                                text.size());
   absl::Status status;
+  int flow_depth = 0;
+  std::vector<bool> open;
   for (;;) {
     yaml_event_t event;
     if (!yaml_parser_parse(&parser, &event)) {
@@ -91,6 +93,39 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
           ": malformed YAML/JSON: ", parser.problem != nullptr ? parser.problem : "syntax error",
           parser.context != nullptr ? absl::StrCat(" ", parser.context) : std::string()));
       break;
+    }
+    // Collections open and close in order: a stack of "is flow" answers them.
+    if (event.type == YAML_SEQUENCE_START_EVENT || event.type == YAML_MAPPING_START_EVENT) {
+      bool flow = event.type == YAML_SEQUENCE_START_EVENT
+                      ? event.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE
+                      : event.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE;
+      open.push_back(flow);
+      flow_depth += flow ? 1 : 0;
+    } else if ((event.type == YAML_SEQUENCE_END_EVENT || event.type == YAML_MAPPING_END_EVENT) &&
+               !open.empty()) {
+      flow_depth -= open.back() ? 1 : 0;
+      open.pop_back();
+    }
+    // yaml-cpp 0.7 also loops forever on a block-context plain scalar that starts with ',' or
+    // has a continuation line starting with ',' (",5 t\n," and "!x t\n,M", found by fuzzing),
+    // which libyaml accepts. No Kubernetes or Tessera file needs one: refuse it.
+    if (event.type == YAML_SCALAR_EVENT && flow_depth == 0 &&
+        event.data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+      absl::string_view raw =
+          text.substr(event.start_mark.index, event.end_mark.index - event.start_mark.index);
+      bool bad = !raw.empty() && raw.front() == ',';
+      for (size_t i = raw.find('\n'); !bad && i != absl::string_view::npos;
+           i = raw.find('\n', i + 1)) {
+        size_t j = raw.find_first_not_of(" \t\r\n", i);
+        bad = j != absl::string_view::npos && raw[j] == ',';
+      }
+      if (bad) {
+        status = absl::InvalidArgumentError(absl::StrCat(
+            file, ":", event.start_mark.line + 1, ":", event.start_mark.column + 1,
+            ": unsupported YAML: a plain (unquoted) value that starts a line with ','; quote it"));
+        yaml_event_delete(&event);
+        break;
+      }
     }
     bool end = event.type == YAML_STREAM_END_EVENT;
     yaml_event_delete(&event);

@@ -1,0 +1,29 @@
+// libFuzzer target: the scheduler extender's decoders of untrusted HTTP bodies (ExtenderArgs,
+// ExtenderBindingArgs, the gpu-assignment annotation) and the cluster decisions on what they
+// decode must return a value or a Status for any input, never crash, hang or leak.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "adapters/k8s/extender_protocol.h"
+#include "placement/gpushare/online_cluster.h"
+#include "placement/gpushare/tessera_policy.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  using namespace tessera;
+  (void)adapters::DecodeBindingArgs(text);
+  (void)adapters::DecodeAssignment(text);
+  absl::StatusOr<adapters::ExtenderArgs> args = adapters::DecodeExtenderArgs(text);
+  if (args.ok()) {
+    placement::gpushare::OnlineCluster c(placement::gpushare::MakeTesseraPolicy());
+    if (args->nodes.has_value()) {
+      for (const auto& n : *args->nodes) c.UpsertNode(n);
+    }
+    (void)adapters::EncodeFilterResult(*args, c.Filter(args->pod.request, args->names()));
+    (void)c.Prioritize(args->pod.request, args->names());
+    for (const std::string& n : args->names()) (void)c.Reserve(args->pod.uid, args->pod.request, n);
+    if (args->pod.assignment.has_value()) (void)c.Restore("x", *args->pod.assignment);
+  }
+  return 0;
+}
