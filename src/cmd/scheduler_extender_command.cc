@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "adapters/io/files.h"
 #include "adapters/k8s/extender_service.h"
+#include "base/clock.h"
 #include "cmd/signals.h"
 #include "placement/gpushare/fragmentation.h"
 #include "placement/gpushare/policies.h"
@@ -99,11 +100,12 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
   std::thread resync;
   if (have_api && flags.resync_seconds > 0) {
     resync = std::thread([&svc, &flags, &g_stop] {
-      auto period = std::chrono::milliseconds(static_cast<int64_t>(flags.resync_seconds * 1000));
-      auto next = std::chrono::steady_clock::now() + period;
+      RealClock clock;
+      absl::Duration period = absl::Seconds(flags.resync_seconds);
+      absl::Time next = clock.Now() + period;
       while (!g_stop.load()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        if (std::chrono::steady_clock::now() < next) continue;
+        if (clock.Now() < next) continue;
         next += period;
         if (absl::Status s = svc.Sync(); !s.ok()) {
           std::cerr << "tessera scheduler-extender: resync: " << s.message() << "\n";

@@ -220,17 +220,17 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
   }
   if (bound_port != nullptr) bound_port->store(port);
-  // Poll on the real clock; the first poll at once.
-  auto next = std::chrono::steady_clock::now();
-  auto period = absl::ToChronoMilliseconds(cfg.poll_interval);
+  // Poll every interval on the scaler's clock; the first poll at once.
+  const Clock& clock = scaler.clock();
+  absl::Time next = clock.Now();
   while (!stop->load()) {
-    if (std::chrono::steady_clock::now() >= next) {
+    if (clock.Now() >= next) {
       scaler.PollOnce();
-      next += period;
+      next += cfg.poll_interval;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server->Shutdown(absl::ToChronoTime(clock.Now() + absl::Seconds(2)));
   server->Wait();
   return absl::OkStatus();
 }

@@ -62,6 +62,7 @@ class Scaler {
   // NotFound for an unknown service.
   absl::StatusOr<ScalerView> View(const std::string& service) const;
   const ScalerConfig& config() const { return config_; }
+  const Clock& clock() const { return clock_; }
   static std::string MetricName(const std::string& service) { return "tessera-" + service; }
 
  private:

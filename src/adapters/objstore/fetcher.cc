@@ -266,9 +266,11 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
                                      const FetchOptions& o, bool is_refetch) {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-  auto started = std::chrono::steady_clock::now();
+  static const RealClock real_clock;
+  const Clock& clock = o.clock != nullptr ? *o.clock : real_clock;
+  const absl::Time started = clock.Now();
   absl::Time deadline = o.total_timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
-                                                                    : absl::Now() + o.total_timeout;
+                                                                    : started + o.total_timeout;
   FetchStats stats;
   std::error_code ec;
   if (fs::is_directory(dir, ec)) {
@@ -278,9 +280,7 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
   const std::string staging = dir + kPartialSuffix;
   fs::create_directories(staging, ec);
   if (ec) return absl::InternalError(absl::StrCat("mkdir ", staging, ": ", ec.message()));
-  Random rng(o.seed != 0 ? o.seed
-                         : static_cast<uint64_t>(
-                               std::chrono::steady_clock::now().time_since_epoch().count()));
+  Random rng(o.seed != 0 ? o.seed : static_cast<uint64_t>(absl::ToUnixNanos(started)));
 
   std::vector<FileState> st(files.size());
   std::vector<Chunk> queue;
@@ -341,7 +341,7 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
                                                  [](CURLM* m) { curl_multi_cleanup(m); });
   std::map<CURL*, std::unique_ptr<Transfer>> active;
   size_t next = 0;
-  auto last_report = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  absl::Time last_report = absl::InfinitePast();
   auto start_one = [&](Chunk c) {
     auto t = std::make_unique<Transfer>();
     t->chunk = c;
@@ -365,12 +365,12 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
   std::vector<Chunk> waiting;  // retries not yet due
   absl::Status failure;
   while (failure.ok() && (next < queue.size() || !active.empty() || !waiting.empty())) {
-    if (absl::Now() > deadline) {
+    if (clock.Now() > deadline) {
       failure = absl::DeadlineExceededError(
           absl::StrCat("fetch did not finish within ", absl::FormatDuration(o.total_timeout)));
       break;
     }
-    absl::Time now = absl::Now();
+    absl::Time now = clock.Now();
     for (size_t i = 0; i < waiting.size() && static_cast<int>(active.size()) < o.connections;) {
       if (waiting[i].not_before <= now) {
         start_one(waiting[i]);
@@ -436,13 +436,12 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
       absl::Duration cap = std::min(o.backoff_max, o.backoff_base * std::pow(2.0, c.attempts));
       absl::Duration wait = cap * rng.UniformDouble();
       if (t->retry_after_s >= 0) wait = absl::Seconds(std::min(t->retry_after_s, 60.0));
-      c.not_before = absl::Now() + wait;
+      c.not_before = clock.Now() + wait;
       waiting.push_back(c);
     }
-    if (o.progress &&
-        std::chrono::steady_clock::now() - last_report > std::chrono::milliseconds(200)) {
-      last_report = std::chrono::steady_clock::now();
-      double secs = std::chrono::duration<double>(last_report - started).count();
+    if (o.progress && clock.Now() - last_report > absl::Milliseconds(200)) {
+      last_report = clock.Now();
+      double secs = absl::ToDoubleSeconds(last_report - started);
       FetchProgress p;
       p.bytes_total = stats.total_bytes;
       p.bytes_done = stats.resumed_bytes + stats.origin_bytes;
@@ -506,7 +505,7 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
   TESSERA_RETURN_IF_ERROR(SyncDir(fs::path(dir).parent_path().empty()
                                       ? std::string(".")
                                       : fs::path(dir).parent_path().string()));
-  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  stats.seconds = absl::ToDoubleSeconds(clock.Now() - started);
   if (o.progress) {
     o.progress({.bytes_done = stats.total_bytes,
                 .bytes_total = stats.total_bytes,

@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 
 namespace tessera::adapters::objstore {
 
@@ -50,6 +51,7 @@ struct FetchOptions {
   absl::Duration total_timeout = absl::InfiniteDuration();
   std::function<void(const FetchProgress&)> progress;  // called at most every 200 ms
   uint64_t seed = 0;                                   // jitter; 0 = from the clock
+  const Clock* clock = nullptr;  // deadlines, backoff and rates; nullptr = the real clock
 };
 
 struct FetchStats {
