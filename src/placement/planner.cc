@@ -449,7 +449,37 @@ Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
   for (int p = 0; p < num_pools; ++p) {
     const model::Pool& pool = fleet.pools[p];
     PoolPlan& pp = plan.pools[p];
-    pp = builders[p]->Build(members[p], spread[p], &plan.warnings);
+    // Step 4 sized the pool with Evaluate; the built layout can still need a node more (the
+    // spreading pass, MIG packing). Shed replicas of the biggest workload until it fits, and
+    // report them (found by fuzzing: a plan with 9 nodes in a pool of maxNodes 8).
+    std::map<int, int> shed;
+    for (;;) {
+      std::vector<std::string> warnings;
+      pp = builders[p]->Build(members[p], spread[p], &warnings);
+      if (pp.nodes_used <= pool.max_nodes || members[p].empty()) {
+        plan.warnings.insert(plan.warnings.end(), warnings.begin(), warnings.end());
+        break;
+      }
+      auto biggest = std::max_element(
+          members[p].begin(), members[p].end(),
+          [](const Member& a, const Member& b) { return Footprint(a) < Footprint(b); });
+      ++shed[biggest->workload];
+      if (--biggest->replicas == 0) {
+        members[p].erase(biggest);
+      }
+    }
+    for (const auto& [w, n] : shed) {
+      auto same = std::find_if(plan.unplaceable.begin(), plan.unplaceable.end(),
+                               [w = w](const Unplaceable& u) { return u.workload == w; });
+      if (same != plan.unplaceable.end()) {
+        same->replicas += n;  // already reported for this pool's capacity
+        continue;
+      }
+      plan.unplaceable.push_back(
+          {w, n,
+           absl::StrCat("capacity: pool ", pool.name, " is full at maxNodes ", pool.max_nodes,
+                        " once its replicas are laid out; raise maxNodes or add a pool")});
+    }
     if (!spread[p] && options.spread_replicas && pool.max_nodes >= 2) {
       pp.spread_relaxed = true;
       plan.warnings.push_back(absl::StrCat("pool ", pool.name,
