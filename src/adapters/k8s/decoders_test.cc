@@ -73,6 +73,9 @@ TEST(DecodeFleet, RejectsBadInputNamingFileLineField) {
       // And these, which libyaml accepts: a plain value with a line starting with ','.
       {"!/ t\n,M", "fleet.yaml:1:1: unsupported YAML: a plain (unquoted) value"},
       {"&a t\n,M", "fleet.yaml:1:1: unsupported YAML"},
+      {"!/ t\n!,", "fleet.yaml:1:1: unsupported YAML"},
+      {"!,", "fleet.yaml:1:2: malformed YAML/JSON"},  // libyaml refuses these two
+      {"!a,b", "fleet.yaml:1:3: malformed YAML/JSON"},
       {"a: \xed\xa0\x80\n", "invalid UTF-8 byte 0xed"},  // a surrogate
       {"a: \xc0\xaf\n", "invalid UTF-8 byte 0xc0"},      // overlong
       {"pools: [", "fleet.yaml:2:1: malformed YAML/JSON: did not find expected node content"},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -94,6 +95,19 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
           parser.context != nullptr ? absl::StrCat(" ", parser.context) : std::string()));
       break;
     }
+    // A tag with a ',' in it (on any node) is another input yaml-cpp 0.7 never finishes.
+    const yaml_char_t* tag = event.type == YAML_SCALAR_EVENT ? event.data.scalar.tag
+                             : event.type == YAML_SEQUENCE_START_EVENT
+                                 ? event.data.sequence_start.tag
+                             : event.type == YAML_MAPPING_START_EVENT ? event.data.mapping_start.tag
+                                                                      : nullptr;
+    if (tag != nullptr && std::strchr(reinterpret_cast<const char*>(tag), ',') != nullptr) {
+      status = absl::InvalidArgumentError(absl::StrCat(file, ":", event.start_mark.line + 1, ":",
+                                                       event.start_mark.column + 1,
+                                                       ": unsupported YAML: a tag containing ','"));
+      yaml_event_delete(&event);
+      break;
+    }
     // Collections open and close in order: a stack of "is flow" answers them.
     if (event.type == YAML_SEQUENCE_START_EVENT || event.type == YAML_MAPPING_START_EVENT) {
       bool flow = event.type == YAML_SEQUENCE_START_EVENT
@@ -113,7 +127,11 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
         event.data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
       absl::string_view raw =
           text.substr(event.start_mark.index, event.end_mark.index - event.start_mark.index);
-      bool bad = !raw.empty() && raw.front() == ',';
+      // Also a tagged or anchored plain value holding a ',' anywhere ("!,", "!a,b",
+      // "!/ t\n!,": more of the same loop).
+      bool has_property = event.data.scalar.tag != nullptr || event.data.scalar.anchor != nullptr;
+      bool bad = (!raw.empty() && raw.front() == ',') ||
+                 (has_property && raw.find(',') != absl::string_view::npos);
       for (size_t i = raw.find('\n'); !bad && i != absl::string_view::npos;
            i = raw.find('\n', i + 1)) {
         size_t j = raw.find_first_not_of(" \t\r\n", i);
