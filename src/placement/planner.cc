@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -466,6 +467,26 @@ Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
       ++shed[biggest->workload];
       if (--biggest->replicas == 0) {
         members[p].erase(biggest);
+      }
+    }
+    // Shedding can leave a workload whose replicas the layout kept on one node; say so, as
+    // Build does when it cannot spread (fuzz-found).
+    if (spread[p] && pool.max_nodes >= 2) {
+      std::map<int, std::set<int>> nodes_of;
+      for (size_t n = 0; n < pp.nodes.size(); ++n) {
+        for (const GpuPlan& g : pp.nodes[n].gpus) {
+          for (const Tenant& t : g.tenants) {
+            nodes_of[t.workload].insert(static_cast<int>(n));
+          }
+        }
+      }
+      for (const Member& m : members[p]) {
+        if (m.replicas >= 2 && nodes_of[m.workload].size() < 2) {
+          pp.spread_relaxed = true;
+          plan.warnings.push_back(absl::StrCat("pool ", pool.name, ": could not spread ",
+                                               set.workloads[m.workload].key(),
+                                               " over two nodes (no room on another node)"));
+        }
       }
     }
     for (const auto& [w, n] : shed) {
