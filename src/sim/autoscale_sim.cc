@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <deque>
 #include <limits>
 
@@ -309,8 +307,6 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
     if (next >= requests.size() && queue.empty() && !any_active) break;
 
     // Idle: jump to the next event (arrival, readiness or controller tick).
-    bool starting = false;
-    for (const Replica& r : reps) starting = starting || r.phase == Phase::kStarting;
     double step = dt;
     if (!any_active && queue.empty()) {
       double until = std::min(next_sync, next_poll);
@@ -319,7 +315,6 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
         if (r.phase == Phase::kStarting) until = std::min(until, r.ready_at);
       }
       step = std::max(dt, until - t);
-      (void)starting;
     }
     // Serve (processor sharing within each replica).
     for (Replica& r : reps) {
@@ -377,10 +372,6 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
         tstate.initialised = true;
         autoscale::Decision dec = autoscale::DecideReplicas(spec.tessera, s, tstate, now);
         tessera_decision = dec.replicas;
-        if (std::getenv("TESSERA_SIM_DEBUG") != nullptr) {
-          std::fprintf(stderr, "t=%.0f current=%d ready=%d starting=%d -> %d: %s\n", t, current,
-                       ready, starting_n, dec.replicas, dec.reason.c_str());
-        }
         if (current >= 1 && tessera_decision >= 1) {
           // HPA with target AverageValue 1: desired = the metric (Tessera's count).
           set_replicas(hpa.Apply(current, tessera_decision,
