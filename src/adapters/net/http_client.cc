@@ -44,6 +44,9 @@ absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
   CURL* h = curl.get();
   std::string response;
   curl_easy_setopt(h, CURLOPT_URL, req.url.c_str());
+  if (!req.unix_socket.empty()) {
+    curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, req.unix_socket.c_str());
+  }
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout_ms));

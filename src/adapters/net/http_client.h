@@ -30,6 +30,7 @@ struct HttpRequest {
   std::string body;
   std::vector<std::string> headers;  // "Name: value"
   int timeout_ms = 10000;
+  std::string unix_socket;  // connect to this Unix socket instead of the URL's host
   TlsOptions tls;
 };
 

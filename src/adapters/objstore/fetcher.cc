@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "adapters/net/http_client.h"
+#include "adapters/objstore/s3_list.h"
 #include "adapters/objstore/verify.h"
 #include "base/random.h"
 #include "base/status.h"
@@ -39,6 +40,19 @@ constexpr char kChunkLogSuffix[] = ".tessera-chunks";
 
 std::string BaseUrl(const std::string& url) { return url.substr(0, url.rfind('/') + 1); }
 
+const Clock& ClockOf(const FetchOptions& o) {
+  static const RealClock real_clock;
+  return o.clock != nullptr ? *o.clock : real_clock;
+}
+
+// SigV4 headers for a request to an S3 origin; none for HTTP origins and anonymous buckets.
+absl::StatusOr<std::vector<std::string>> AuthHeaders(const S3Location* s3, const char* method,
+                                                     const std::string& url,
+                                                     const FetchOptions& o) {
+  if (s3 == nullptr || s3->credentials.anonymous()) return std::vector<std::string>{};
+  return SignV4(method, url, {}, kEmptySha256, s3->credentials, s3->region, "s3", ClockOf(o).Now());
+}
+
 std::string EscapePath(const std::string& name) {
   std::string out;
   for (absl::string_view seg : absl::StrSplit(name, '/')) {
@@ -47,18 +61,23 @@ std::string EscapePath(const std::string& name) {
   return out;
 }
 
-absl::StatusOr<std::string> GetSmall(const std::string& url, const FetchOptions& o) {
+absl::StatusOr<std::string> GetSmall(const std::string& url, const FetchOptions& o,
+                                     const S3Location* s3 = nullptr) {
   HttpRequest req;
   req.url = url;
   req.timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(o.request_timeout));
+  if (s3 != nullptr) req.tls.ca_file = s3->ca_file;
   absl::Status last;
   for (int attempt = 0; attempt < o.max_attempts; ++attempt) {
+    TESSERA_ASSIGN_OR_RETURN(req.headers, AuthHeaders(s3, "GET", url, o));
     absl::StatusOr<HttpResponse> r = Fetch(req);
     if (r.ok() && r->status == 200) return r->body;
-    last = r.ok() ? absl::UnavailableError(absl::StrCat("GET ", url, ": HTTP ", r->status))
+    std::string why = r.ok() ? S3ErrorSummary(r->body) : "";
+    if (!why.empty()) why = " (" + why + ")";
+    last = r.ok() ? absl::UnavailableError(absl::StrCat("GET ", url, ": HTTP ", r->status, why))
                   : r.status();
     if (r.ok() && r->status >= 400 && r->status < 500 && r->status != 408 && r->status != 429) {
-      return absl::NotFoundError(absl::StrCat("GET ", url, ": HTTP ", r->status));
+      return absl::NotFoundError(absl::StrCat("GET ", url, ": HTTP ", r->status, why));
     }
     std::this_thread::sleep_for(absl::ToChronoMilliseconds(
         std::min(o.backoff_max, o.backoff_base * std::pow(2.0, attempt))));
@@ -67,10 +86,18 @@ absl::StatusOr<std::string> GetSmall(const std::string& url, const FetchOptions&
 }
 
 // HEAD for the size (Content-Length).
-absl::StatusOr<int64_t> RemoteSize(const std::string& url, const FetchOptions& o) {
+absl::StatusOr<int64_t> RemoteSize(const std::string& url, const FetchOptions& o,
+                                   const S3Location* s3) {
   for (int attempt = 0;; ++attempt) {
     std::unique_ptr<CURL, void (*)(CURL*)> h(curl_easy_init(), curl_easy_cleanup);
     curl_easy_setopt(h.get(), CURLOPT_URL, url.c_str());
+    TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> auth, AuthHeaders(s3, "HEAD", url, o));
+    std::unique_ptr<curl_slist, void (*)(curl_slist*)> hs(nullptr, curl_slist_free_all);
+    for (const std::string& a : auth) hs.reset(curl_slist_append(hs.release(), a.c_str()));
+    curl_easy_setopt(h.get(), CURLOPT_HTTPHEADER, hs.get());
+    if (s3 != nullptr && !s3->ca_file.empty()) {
+      curl_easy_setopt(h.get(), CURLOPT_CAINFO, s3->ca_file.c_str());
+    }
     curl_easy_setopt(h.get(), CURLOPT_NOBODY, 1L);
     curl_easy_setopt(h.get(), CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h.get(), CURLOPT_TIMEOUT_MS,
@@ -173,14 +200,97 @@ absl::Status SyncDir(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<FileSpec>> ResolveS3(const std::string& source, const FetchOptions& o) {
+  TESSERA_ASSIGN_OR_RETURN(S3Location parsed, ParseS3Source(source));
+  auto loc = std::make_shared<const S3Location>(std::move(parsed));
+  std::vector<S3Object> objects;
+  std::string token;
+  do {
+    std::string url =
+        absl::StrCat(loc->ObjectUrl(""), "?list-type=2&prefix=", UrlEscape(loc->prefix));
+    if (!token.empty()) absl::StrAppend(&url, "&continuation-token=", UrlEscape(token));
+    TESSERA_ASSIGN_OR_RETURN(std::string body, GetSmall(url, o, loc.get()));
+    absl::StatusOr<S3ListPage> page = ParseListObjectsV2(body);
+    if (!page.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("list s3://", loc->bucket, "/", loc->prefix, ": ", page.status().message()));
+    }
+    for (S3Object& obj : page->objects) objects.push_back(std::move(obj));
+    token = page->truncated ? page->next_token : "";
+  } while (!token.empty());
+  std::vector<FileSpec> out;
+  // The prefix names one object: fetch that object under its base name.
+  for (const S3Object& obj : objects) {
+    if (obj.key == loc->prefix && !loc->prefix.empty() && !absl::EndsWith(loc->prefix, "/")) {
+      std::string name = obj.key.substr(obj.key.rfind('/') + 1);
+      TESSERA_RETURN_IF_ERROR(ValidateRelativeName(name));
+      return std::vector<FileSpec>{{name, loc->ObjectUrl(obj.key), obj.size, "", loc}};
+    }
+  }
+  std::string dir = loc->prefix;
+  if (!dir.empty() && !absl::EndsWith(dir, "/")) dir += "/";
+  const FileSpec* manifest = nullptr;
+  for (const S3Object& obj : objects) {
+    if (!absl::StartsWith(obj.key, dir) || absl::EndsWith(obj.key, "/")) continue;  // markers
+    std::string name = obj.key.substr(dir.size());
+    absl::Status valid = ValidateRelativeName(name);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("s3://", loc->bucket, "/", obj.key, ": ", valid.message()));
+    }
+    out.push_back({name, loc->ObjectUrl(obj.key), obj.size, "", loc});
+  }
+  if (out.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("s3://", loc->bucket, "/", loc->prefix, ": no objects under this prefix"));
+  }
+  for (const FileSpec& f : out) {
+    if (f.name == "tessera-manifest.json") manifest = &f;
+  }
+  if (manifest != nullptr) {
+    // Checksums from our manifest beside the files; sizes must agree with the listing.
+    TESSERA_ASSIGN_OR_RETURN(std::string body, GetSmall(manifest->url, o, loc.get()));
+    nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+    if (!j.is_object() || !j.contains("files") || !j["files"].is_array()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(manifest->url, ": expected {\"files\": [...]}"));
+    }
+    std::map<std::string, std::pair<int64_t, std::string>> sums;
+    for (const nlohmann::json& f : j["files"]) {
+      if (f.is_object() && f.contains("name") && f["name"].is_string() && f.contains("size") &&
+          f["size"].is_number_unsigned() && f.contains("sha256") && f["sha256"].is_string() &&
+          f["sha256"].get<std::string>().size() == 64) {
+        sums[f["name"].get<std::string>()] = {
+            f["size"].get<int64_t>(), absl::AsciiStrToLower(f["sha256"].get<std::string>())};
+      }
+    }
+    for (FileSpec& f : out) {
+      auto it = sums.find(f.name);
+      if (it == sums.end()) continue;
+      if (it->second.first != f.size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            f.name, ": the manifest says ", it->second.first, " bytes, the bucket lists ", f.size));
+      }
+      f.sha256 = it->second.second;
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+absl::Status FillSizes(std::vector<FileSpec>* files, const FetchOptions& o) {
+  for (FileSpec& f : *files) {
+    if (f.size < 0) {
+      TESSERA_ASSIGN_OR_RETURN(f.size, RemoteSize(f.url, o, f.s3.get()));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::vector<FileSpec>> ResolveSource(const std::string& source,
                                                     const FetchOptions& o) {
-  if (absl::StartsWith(source, "s3://")) {
-    return absl::UnimplementedError(
-        "s3:// sources are not built yet; serve the bucket over HTTP(S) or use a presigned URL");
-  }
+  if (absl::StartsWith(source, "s3://")) return ResolveS3(source, o);
   if (!absl::StartsWith(source, "http://") && !absl::StartsWith(source, "https://")) {
     return absl::InvalidArgumentError(
         absl::StrCat("source ", source, ": expected an http:// or https:// URL"));
@@ -198,7 +308,7 @@ absl::StatusOr<std::vector<FileSpec>> ResolveSource(const std::string& source,
       return absl::InvalidArgumentError(
           absl::StrCat(source, ": expected a safetensors index with a weight_map object"));
     }
-    out.push_back({last, source, static_cast<int64_t>(body.size()), Sha256Hex(body)});
+    out.push_back({last, source, static_cast<int64_t>(body.size()), Sha256Hex(body), nullptr});
     std::set<std::string> shards;
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
       if (!it.value().is_string()) {
@@ -209,7 +319,7 @@ absl::StatusOr<std::vector<FileSpec>> ResolveSource(const std::string& source,
     }
     for (const std::string& s : shards) {
       TESSERA_RETURN_IF_ERROR(ValidateRelativeName(s));
-      out.push_back({s, base + EscapePath(s), -1, ""});
+      out.push_back({s, base + EscapePath(s), -1, "", nullptr});
     }
     return out;
   }
@@ -247,7 +357,7 @@ absl::StatusOr<std::vector<FileSpec>> ResolveSource(const std::string& source,
     return out;
   }
   TESSERA_RETURN_IF_ERROR(ValidateRelativeName(last));
-  out.push_back({last, source, -1, ""});
+  out.push_back({last, source, -1, "", nullptr});
   return out;
 }
 
@@ -266,8 +376,7 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
                                      const FetchOptions& o, bool is_refetch) {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-  static const RealClock real_clock;
-  const Clock& clock = o.clock != nullptr ? *o.clock : real_clock;
+  const Clock& clock = ClockOf(o);
   const absl::Time started = clock.Now();
   absl::Time deadline = o.total_timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
                                                                     : started + o.total_timeout;
@@ -289,7 +398,7 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
     f.spec = files[i];
     TESSERA_RETURN_IF_ERROR(ValidateRelativeName(f.spec.name));
     if (f.spec.size < 0) {
-      TESSERA_ASSIGN_OR_RETURN(f.spec.size, RemoteSize(f.spec.url, o));
+      TESSERA_ASSIGN_OR_RETURN(f.spec.size, RemoteSize(f.spec.url, o, f.spec.s3.get()));
     }
     f.staging = staging + "/" + f.spec.name;
     fs::create_directories(fs::path(f.staging).parent_path(), ec);
@@ -342,8 +451,13 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
   std::map<CURL*, std::unique_ptr<Transfer>> active;
   size_t next = 0;
   absl::Time last_report = absl::InfinitePast();
-  auto start_one = [&](Chunk c) {
+  auto start_one = [&](Chunk c) -> absl::Status {
     auto t = std::make_unique<Transfer>();
+    const S3Location* s3 = st[c.file].spec.s3.get();
+    TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> auth,
+                             AuthHeaders(s3, "GET", st[c.file].spec.url, o));
+    for (const std::string& a : auth)
+      t->headers.reset(curl_slist_append(t->headers.release(), a.c_str()));
     t->chunk = c;
     t->fd = st[c.file].fd;
     t->md.reset(EVP_MD_CTX_new());
@@ -359,8 +473,12 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
     curl_easy_setopt(h, CURLOPT_WRITEDATA, t.get());
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, OnHeader);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, t.get());
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, t->headers.get());
+    if (s3 != nullptr && !s3->ca_file.empty())
+      curl_easy_setopt(h, CURLOPT_CAINFO, s3->ca_file.c_str());
     curl_multi_add_handle(multi.get(), h);
     active[h] = std::move(t);
+    return absl::OkStatus();
   };
   std::vector<Chunk> waiting;  // retries not yet due
   absl::Status failure;
@@ -373,15 +491,16 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
     absl::Time now = clock.Now();
     for (size_t i = 0; i < waiting.size() && static_cast<int>(active.size()) < o.connections;) {
       if (waiting[i].not_before <= now) {
-        start_one(waiting[i]);
+        failure = start_one(waiting[i]);
         waiting.erase(waiting.begin() + static_cast<long>(i));
       } else {
         ++i;
       }
     }
-    while (next < queue.size() && static_cast<int>(active.size()) < o.connections) {
-      start_one(queue[next++]);
+    while (failure.ok() && next < queue.size() && static_cast<int>(active.size()) < o.connections) {
+      failure = start_one(queue[next++]);
     }
+    if (!failure.ok()) break;
     int running = 0;
     curl_multi_perform(multi.get(), &running);
     curl_multi_poll(multi.get(), nullptr, 0, 50, nullptr);

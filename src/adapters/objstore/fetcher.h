@@ -9,6 +9,10 @@
 //   http(s)://host/path/file                          one file
 //   http(s)://host/path/model.safetensors.index.json  the index and every shard it names
 //   http(s)://host/path/tessera-manifest.json         {"files": [{"name", "size", "sha256"}]}
+//   s3://bucket/prefix/                               every object under the prefix
+//                                                     (ListObjectsV2; a tessera-manifest.json
+//                                                     among them adds its checksums)
+//   s3://bucket/key                                   one object
 // Names from indexes and manifests are untrusted (ValidateRelativeName).
 //
 // Example:
@@ -18,11 +22,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "adapters/objstore/sigv4.h"
 #include "base/clock.h"
 
 namespace tessera::adapters::objstore {
@@ -32,6 +38,8 @@ struct FileSpec {
   std::string url;
   int64_t size = -1;   // -1: ask the origin
   std::string sha256;  // lowercase hex; "" = unknown
+  // Set for s3:// sources: every request is signed with SigV4 (unless anonymous).
+  std::shared_ptr<const S3Location> s3;
 };
 
 struct FetchProgress {
@@ -66,6 +74,9 @@ struct FetchStats {
 
 absl::StatusOr<std::vector<FileSpec>> ResolveSource(const std::string& source,
                                                     const FetchOptions& options);
+
+// Asks the origin (HEAD) for every size still unknown (-1).
+absl::Status FillSizes(std::vector<FileSpec>* files, const FetchOptions& options);
 
 absl::StatusOr<FetchStats> FetchModel(const std::vector<FileSpec>& files, const std::string& dir,
                                       const FetchOptions& options);

@@ -1,0 +1,220 @@
+#include "adapters/objstore/sigv4.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "adapters/objstore/verify.h"
+
+namespace tessera::adapters::objstore {
+namespace {
+
+std::string Hmac(const std::string& key, const std::string& data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
+// RFC 3986 unreserved characters kept; everything else %XX with upper-case hex.
+std::string AwsEscape(absl::string_view s, bool keep_slash) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
+        (keep_slash && c == '/')) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppend(&out, "%",
+                      absl::AsciiStrToUpper(absl::StrCat(absl::Hex(c, absl::kZeroPad2))));
+    }
+  }
+  return out;
+}
+
+std::string Unescape(absl::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && absl::ascii_isxdigit(s[i + 1]) &&
+        absl::ascii_isxdigit(s[i + 2])) {
+      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+struct UrlParts {
+  std::string host;  // with :port when given
+  std::string path;
+  std::string query;
+};
+
+absl::StatusOr<UrlParts> SplitUrl(const std::string& url) {
+  size_t scheme = url.find("://");
+  if (scheme == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("not an absolute URL: ", url));
+  }
+  size_t host_end = url.find_first_of("/?", scheme + 3);
+  UrlParts p;
+  p.host = url.substr(scheme + 3, host_end - (scheme + 3));
+  std::string rest = host_end == std::string::npos ? "/" : url.substr(host_end);
+  size_t q = rest.find('?');
+  p.path = rest.substr(0, q);
+  if (p.path.empty()) p.path = "/";
+  if (q != std::string::npos) p.query = rest.substr(q + 1);
+  if (p.host.empty()) return absl::InvalidArgumentError(absl::StrCat("URL without a host: ", url));
+  return p;
+}
+
+}  // namespace
+
+std::string S3EscapeKey(const std::string& key) { return AwsEscape(key, /*keep_slash=*/true); }
+
+absl::StatusOr<std::string> CanonicalRequest(
+    const std::string& method, const std::string& url,
+    const std::vector<std::pair<std::string, std::string>>& headers,
+    const std::string& payload_sha256, std::string* signed_headers) {
+  absl::StatusOr<UrlParts> p = SplitUrl(url);
+  if (!p.ok()) return p.status();
+  // Canonical URI: each segment URI-encoded once (S3 does not double-encode).
+  std::string uri = AwsEscape(Unescape(p->path), /*keep_slash=*/true);
+  std::vector<std::pair<std::string, std::string>> params;
+  for (absl::string_view kv : absl::StrSplit(p->query, '&', absl::SkipEmpty())) {
+    size_t eq = kv.find('=');
+    params.emplace_back(
+        AwsEscape(Unescape(kv.substr(0, eq)), false),
+        eq == absl::string_view::npos ? "" : AwsEscape(Unescape(kv.substr(eq + 1)), false));
+  }
+  std::sort(params.begin(), params.end());
+  std::vector<std::string> q;
+  for (const auto& [k, v] : params) q.push_back(absl::StrCat(k, "=", v));
+  std::vector<std::pair<std::string, std::string>> h;
+  for (const auto& [k, v] : headers) {
+    // Trim and collapse sequential spaces.
+    std::string val;
+    for (char c : absl::StripAsciiWhitespace(v)) {
+      if (c == ' ' && !val.empty() && val.back() == ' ') continue;
+      val.push_back(c);
+    }
+    h.emplace_back(absl::AsciiStrToLower(k), val);
+  }
+  std::sort(h.begin(), h.end());
+  std::string canon_headers;
+  std::vector<std::string> names;
+  for (const auto& [k, v] : h) {
+    absl::StrAppend(&canon_headers, k, ":", v, "\n");
+    names.push_back(k);
+  }
+  *signed_headers = absl::StrJoin(names, ";");
+  return absl::StrCat(method, "\n", uri, "\n", absl::StrJoin(q, "&"), "\n", canon_headers, "\n",
+                      *signed_headers, "\n", payload_sha256);
+}
+
+absl::StatusOr<std::vector<std::string>> SignV4(
+    const std::string& method, const std::string& url,
+    const std::vector<std::pair<std::string, std::string>>& signed_extra,
+    const std::string& payload_sha256, const AwsCredentials& c, const std::string& region,
+    const std::string& service, absl::Time now) {
+  absl::StatusOr<UrlParts> p = SplitUrl(url);
+  if (!p.ok()) return p.status();
+  const std::string amz_date = absl::FormatTime("%Y%m%dT%H%M%SZ", now, absl::UTCTimeZone());
+  const std::string day = amz_date.substr(0, 8);
+  std::vector<std::pair<std::string, std::string>> headers = signed_extra;
+  headers.emplace_back("host", p->host);
+  headers.emplace_back("x-amz-content-sha256", payload_sha256);
+  headers.emplace_back("x-amz-date", amz_date);
+  if (!c.session_token.empty()) headers.emplace_back("x-amz-security-token", c.session_token);
+  std::string signed_headers;
+  absl::StatusOr<std::string> canonical =
+      CanonicalRequest(method, url, headers, payload_sha256, &signed_headers);
+  if (!canonical.ok()) return canonical.status();
+  const std::string scope = absl::StrCat(day, "/", region, "/", service, "/aws4_request");
+  const std::string to_sign =
+      absl::StrCat("AWS4-HMAC-SHA256\n", amz_date, "\n", scope, "\n", Sha256Hex(*canonical));
+  std::string key = Hmac("AWS4" + c.secret_access_key, day);
+  key = Hmac(key, region);
+  key = Hmac(key, service);
+  key = Hmac(key, "aws4_request");
+  const std::string signature = absl::BytesToHexString(Hmac(key, to_sign));
+  std::vector<std::string> out = {
+      absl::StrCat("Authorization: AWS4-HMAC-SHA256 Credential=", c.access_key_id, "/", scope,
+                   ",SignedHeaders=", signed_headers, ",Signature=", signature),
+      absl::StrCat("x-amz-date: ", amz_date),
+      absl::StrCat("x-amz-content-sha256: ", payload_sha256)};
+  if (!c.session_token.empty()) out.push_back("x-amz-security-token: " + c.session_token);
+  return out;
+}
+
+std::string S3Location::ObjectUrl(const std::string& key) const {
+  if (path_style) return absl::StrCat(endpoint, "/", bucket, "/", S3EscapeKey(key));
+  size_t scheme = endpoint.find("://");
+  return absl::StrCat(endpoint.substr(0, scheme + 3), bucket, ".", endpoint.substr(scheme + 3), "/",
+                      S3EscapeKey(key));
+}
+
+absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
+                                         const char* (*getenv_fn)(const char*)) {
+  auto env = [getenv_fn](const char* name) -> std::string {
+    const char* v = getenv_fn != nullptr ? getenv_fn(name) : std::getenv(name);
+    return v != nullptr ? std::string(v) : std::string();
+  };
+  if (!absl::StartsWith(source, "s3://")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("source ", source, ": expected s3://BUCKET/PREFIX"));
+  }
+  std::string rest = source.substr(5);
+  size_t slash = rest.find('/');
+  S3Location loc;
+  loc.bucket = rest.substr(0, slash);
+  loc.prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  // Bucket naming rules (3-63 characters, lower-case letters, digits, '.', '-').
+  if (loc.bucket.size() < 3 || loc.bucket.size() > 63 ||
+      !std::all_of(loc.bucket.begin(), loc.bucket.end(), [](char c) {
+        return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '.' || c == '-';
+      })) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("source ", source, ": bucket \"", loc.bucket,
+                     "\" is not a valid S3 bucket name (3-63 of a-z, 0-9, '.', '-')"));
+  }
+  loc.region = env("AWS_REGION");
+  if (loc.region.empty()) loc.region = env("AWS_DEFAULT_REGION");
+  if (loc.region.empty()) loc.region = "us-east-1";
+  loc.endpoint = env("AWS_ENDPOINT_URL_S3");
+  if (loc.endpoint.empty()) loc.endpoint = env("AWS_ENDPOINT_URL");
+  std::string force = absl::AsciiStrToLower(env("AWS_S3_FORCE_PATH_STYLE"));
+  if (loc.endpoint.empty()) {
+    loc.endpoint = absl::StrCat("https://s3.", loc.region, ".amazonaws.com");
+    loc.path_style = force == "true" || force == "1" || absl::StrContains(loc.bucket, ".");
+  } else {
+    while (absl::EndsWith(loc.endpoint, "/")) loc.endpoint.pop_back();
+    if (!absl::StartsWith(loc.endpoint, "http://") && !absl::StartsWith(loc.endpoint, "https://")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AWS_ENDPOINT_URL ", loc.endpoint, ": expected http(s)://HOST[:PORT]"));
+    }
+    // Custom endpoints (MinIO, s3rver, Ceph) are path-style unless told otherwise.
+    loc.path_style = !(force == "false" || force == "0");
+  }
+  loc.credentials.access_key_id = env("AWS_ACCESS_KEY_ID");
+  loc.credentials.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
+  loc.credentials.session_token = env("AWS_SESSION_TOKEN");
+  if (loc.credentials.access_key_id.empty() != loc.credentials.secret_access_key.empty()) {
+    return absl::InvalidArgumentError(
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together (or neither, for an "
+        "anonymous bucket)");
+  }
+  loc.ca_file = env("AWS_CA_BUNDLE");
+  return loc;
+}
+
+}  // namespace tessera::adapters::objstore

@@ -1,0 +1,67 @@
+// AWS Signature Version 4 (header auth) for S3 requests, and S3 addressing from the standard
+// environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION /
+// AWS_DEFAULT_REGION, AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3, AWS_S3_FORCE_PATH_STYLE).
+// Nothing here logs; errors never carry a secret.
+//
+// Example:
+//   std::vector<std::string> h = SignV4("GET", url, {{"range", "bytes=0-9"}}, kEmptySha256,
+//                                       creds, "us-east-1", "s3", now);
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace tessera::adapters::objstore {
+
+inline constexpr char kEmptySha256[] =
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+struct AwsCredentials {
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;  // "" unless temporary credentials
+  bool anonymous() const { return access_key_id.empty(); }
+};
+
+// The headers to send ("Name: value"): Authorization, x-amz-date, x-amz-content-sha256 and
+// x-amz-security-token when there is a session token. `signed_extra` are further headers the
+// request carries and the signature must cover (names lower-case), e.g. range. `url` must be
+// absolute; its host (and port) is signed as `host`.
+absl::StatusOr<std::vector<std::string>> SignV4(
+    const std::string& method, const std::string& url,
+    const std::vector<std::pair<std::string, std::string>>& signed_extra,
+    const std::string& payload_sha256, const AwsCredentials& credentials, const std::string& region,
+    const std::string& service, absl::Time now);
+
+// The canonical request of SigV4 step 1 (exposed for tests and error reports).
+absl::StatusOr<std::string> CanonicalRequest(
+    const std::string& method, const std::string& url,
+    const std::vector<std::pair<std::string, std::string>>& headers,
+    const std::string& payload_sha256, std::string* signed_headers);
+
+// An S3 source: s3://BUCKET/PREFIX and how to reach it.
+struct S3Location {
+  std::string bucket;
+  std::string prefix;    // "" or ends with '/' unless it names one object
+  std::string endpoint;  // scheme://host[:port], no trailing '/'
+  bool path_style = false;
+  std::string region = "us-east-1";
+  AwsCredentials credentials;
+  std::string ca_file;  // AWS_CA_BUNDLE
+
+  // URL of `key` (unescaped) in the bucket, or of the bucket itself with `key` empty.
+  std::string ObjectUrl(const std::string& key) const;
+};
+
+// Parses s3://BUCKET/PREFIX and reads the environment via `getenv` (injectable for tests).
+absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
+                                         const char* (*getenv_fn)(const char*) = nullptr);
+
+// S3 keys percent-encoded the way SigV4 canonicalises them ('/' kept).
+std::string S3EscapeKey(const std::string& key);
+
+}  // namespace tessera::adapters::objstore
