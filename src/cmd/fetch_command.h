@@ -1,5 +1,5 @@
-// `tessera fetch SOURCE --to DIR`: fetch a model's files into DIR (init-container mode without
-// an agent). See docs/cache.md.
+// `tessera fetch SOURCE --to DIR`: fetch a model's files into DIR; `tessera fetch SOURCE
+// --agent unix:///PATH`: ask the node agent for it (init-container mode). See docs/cache.md.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,10 @@ namespace tessera::cmd {
 struct FetchFlags {
   std::string source;
   std::string to;
-  std::string agent;  // unix:///PATH: the node agent (not built yet)
+  std::string agent;   // unix:///PATH or http://HOST:PORT: ask the node agent
+  std::string holder;  // lease holder (default: $POD_NAME, else host name and pid)
+  std::string lease_ttl = "10m";
+  bool hold = false;  // after the path: keep renewing the lease until SIGTERM, then release
   std::string timeout = "10m";
   int connections = 8;
   std::string chunk_size = "8Mi";

@@ -3,6 +3,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cmd/fetch_command.h"
+#include "cmd/node_agent_command.h"
 #include "cmd/plan_command.h"
 #include "cmd/scaler_command.h"
 #include "cmd/scheduler_extender_command.h"
@@ -82,14 +83,36 @@ int Main(int argc, char** argv) {
 
   tessera::cmd::FetchFlags fetchf;
   CLI::App* fetch_cmd = app.add_subcommand(
-      "fetch", "Fetch a model's weights (HTTP(S) file, safetensors index or tessera manifest)");
-  fetch_cmd->add_option("source", fetchf.source, "URL of the file, index or manifest")->required();
+      "fetch", "Fetch a model's weights, directly (--to) or through the node agent (--agent)");
+  fetch_cmd
+      ->add_option("source", fetchf.source,
+                   "http(s):// file, safetensors index or tessera manifest, or s3://bucket/prefix/")
+      ->required();
   fetch_cmd->add_option("--to", fetchf.to,
                         "Directory to fetch into (appears complete or not at all)");
-  fetch_cmd->add_option("--agent", fetchf.agent, "Node agent socket (not built yet)");
+  fetch_cmd->add_option("--agent", fetchf.agent,
+                        "Ask the node agent (unix:///PATH or http://HOST:PORT) instead of --to");
+  fetch_cmd->add_option("--holder", fetchf.holder, "Lease holder (default $POD_NAME)");
+  fetch_cmd->add_option("--lease-ttl", fetchf.lease_ttl, "Lease TTL (default 10m)");
+  fetch_cmd->add_flag("--hold", fetchf.hold,
+                      "After printing the path, renew the lease until SIGTERM (sidecar)");
   fetch_cmd->add_option("--timeout", fetchf.timeout, "Give up after this long (default 10m)");
   fetch_cmd->add_option("--connections", fetchf.connections, "Parallel ranged GETs (default 8)");
   fetch_cmd->add_option("--chunk-size", fetchf.chunk_size, "Bytes per ranged GET (default 8Mi)");
+
+  tessera::cmd::NodeAgentFlags agentf;
+  CLI::App* agent_cmd = app.add_subcommand(
+      "node-agent", "Node-local weight cache: fetch each model once per node, share it");
+  agent_cmd->add_option("--cache-dir", agentf.cache_dir, "Cache directory (hostPath)")->required();
+  agent_cmd->add_option("--max-bytes", agentf.max_bytes, "Disk budget, e.g. 500Gi")->required();
+  agent_cmd->add_option("--listen", agentf.listen, "unix:///PATH to serve the API on (repeatable)");
+  agent_cmd->add_option("--listen-http", agentf.listen_http,
+                        "Also serve the API and /metrics on HOST:PORT");
+  agent_cmd->add_option("--connections", agentf.connections,
+                        "Parallel ranged GETs per fill (default 8)");
+  agent_cmd->add_option("--chunk-size", agentf.chunk_size, "Bytes per ranged GET (default 8Mi)");
+  agent_cmd->add_option("--lease-ttl", agentf.lease_ttl,
+                        "Lease TTL when a request names none (default 10m)");
 
   tessera::cmd::ScalerFlags scal;
   CLI::App* scaler_cmd = app.add_subcommand(
@@ -140,6 +163,9 @@ int Main(int argc, char** argv) {
   }
   if (fetch_cmd->parsed()) {
     return tessera::cmd::RunFetch(fetchf);
+  }
+  if (agent_cmd->parsed()) {
+    return tessera::cmd::RunNodeAgent(agentf);
   }
   if (scaler_cmd->parsed()) {
     return tessera::cmd::RunScaler(scal);

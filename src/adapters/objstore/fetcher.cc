@@ -483,6 +483,10 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
   std::vector<Chunk> waiting;  // retries not yet due
   absl::Status failure;
   while (failure.ok() && (next < queue.size() || !active.empty() || !waiting.empty())) {
+    if (o.cancel != nullptr && o.cancel->load()) {
+      failure = absl::CancelledError("fetch cancelled");
+      break;
+    }
     if (clock.Now() > deadline) {
       failure = absl::DeadlineExceededError(
           absl::StrCat("fetch did not finish within ", absl::FormatDuration(o.total_timeout)));

@@ -20,6 +20,7 @@
 //   absl::StatusOr<FetchStats> s = FetchModel(*files, "/cache/llama", options);
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -60,6 +61,8 @@ struct FetchOptions {
   std::function<void(const FetchProgress&)> progress;  // called at most every 200 ms
   uint64_t seed = 0;                                   // jitter; 0 = from the clock
   const Clock* clock = nullptr;  // deadlines, backoff and rates; nullptr = the real clock
+  // Set to true from another thread to stop a fetch (Cancelled; DIR.partial kept for resume).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct FetchStats {

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# `tessera node-agent` end to end against Debian's nginx: 32 concurrent `tessera fetch --agent`
+# of one model cause exactly one fetch from the origin (nginx's access log shows every byte served
+# once) and all 32 get the same verified files; identical files of two models are stored once;
+# DELETE is refused while leased; a model over the budget fails clearly; /metrics; a restart
+# finds the cache as it was. Usage: node_agent_test.sh path/to/tessera
+set -u
+TESSERA=${1:?usage: node_agent_test.sh path/to/tessera}
+WORK=$(mktemp -d)
+NGINX_PID=""
+AGENT_PID=""
+trap '[ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null; [ -n "$NGINX_PID" ] && kill "$NGINX_PID" 2>/dev/null; wait; rm -rf "$WORK"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/nginx_lib.sh"
+
+mkdir -p "$WORK/www/a" "$WORK/www/b"
+head -c 20000000 /dev/urandom >"$WORK/www/a/weights.bin"
+head -c 300000 /dev/urandom >"$WORK/www/a/tokenizer.bin"
+cp "$WORK/www/a/tokenizer.bin" "$WORK/www/b/tokenizer.bin"  # shared by both models
+head -c 5000000 /dev/urandom >"$WORK/www/b/weights.bin"
+for m in a b; do
+  python3 - "$WORK/www/$m" <<'PY'
+import hashlib, json, os, sys
+d = sys.argv[1]
+files = [{"name": n, "size": os.path.getsize(os.path.join(d, n)),
+          "sha256": hashlib.sha256(open(os.path.join(d, n), "rb").read()).hexdigest()}
+         for n in ("weights.bin", "tokenizer.bin")]
+json.dump({"files": files}, open(os.path.join(d, "tessera-manifest.json"), "w"))
+PY
+done
+start_nginx "$WORK/www" "limit_rate 20m;"  # per connection, so a fill lasts long enough to join
+SOCK="$WORK/agent.sock"
+HTTP_PORT=$(free_port)
+start_agent() {
+  "$TESSERA" node-agent --cache-dir "$WORK/cache" --max-bytes "${1:-100Mi}" --listen "unix://$SOCK" \
+    --listen-http "127.0.0.1:$HTTP_PORT" --chunk-size 1Mi --connections 4 2>>"$WORK/agent.log" &
+  AGENT_PID=$!
+  for _ in $(seq 100); do curl -s --unix-socket "$SOCK" http://x/healthz >/dev/null && break; sleep 0.05; done
+}
+api() { curl -s --unix-socket "$SOCK" "$@"; }
+start_agent
+SRC_A="http://127.0.0.1:$NGINX_PORT/a/tessera-manifest.json"
+
+for i in $(seq 32); do
+  "$TESSERA" fetch "$SRC_A" --agent "unix://$SOCK" --holder "pod-$i" --lease-ttl 1h \
+    >"$WORK/out.$i" 2>"$WORK/err.$i" &
+  pids[$i]=$!
+done
+fails=0
+for i in $(seq 32); do wait "${pids[$i]}" || fails=$((fails + 1)); done
+check "32 concurrent fetches all exit 0" test "$fails" = 0
+check "all print one path" test "$(sort -u "$WORK"/out.* | wc -l)" = 1
+MODEL=$(cat "$WORK/out.1")
+check "the path is under the cache" test "${MODEL#"$WORK"/cache/models/}" != "$MODEL"
+check "weights identical" cmp -s "$MODEL/weights.bin" "$WORK/www/a/weights.bin"
+check "tokenizer identical" cmp -s "$MODEL/tokenizer.bin" "$WORK/www/a/tokenizer.bin"
+check "origin served each byte of weights.bin once" test "$(served_bytes /a/weights.bin)" = 20000000
+check "origin served each byte of tokenizer.bin once" test "$(served_bytes /a/tokenizer.bin)" = 300000
+check "files are read-only" test ! -w "$MODEL/weights.bin" -o "$(id -u)" = 0 -a "$(stat -c %a "$MODEL/weights.bin")" = 444
+METRICS=$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics")
+check "one miss in the metrics" grep -q '^tessera_cache_requests_total{result="miss"} 1$' <<<"$METRICS"
+check "31 joined or hit" test "$(awk '/^tessera_cache_requests_total\{result="(join|hit)"\}/ { s += $2 } END { print s }' <<<"$METRICS")" = 31
+check "origin bytes counted" grep -q '^tessera_cache_origin_bytes_total 20300' <<<"$METRICS"
+
+# A cached model: answered at once.
+start=$(date +%s%N)
+out=$("$TESSERA" fetch "$SRC_A" --agent "unix://$SOCK" --holder late 2>/dev/null)
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+check "cached fetch returns the same path" test "$out" = "$MODEL"
+check "cached fetch in under 1 s end to end (was ${ms} ms)" test "$ms" -lt 1000
+
+# Leases: DELETE is refused while any is live.
+ID=$(basename "$MODEL")
+code=$(api -o /dev/null -w '%{http_code}' -X DELETE "http://x/v1/models/$ID")
+check "DELETE while leased -> 409" test "$code" = 409
+for i in $(seq 32) late; do
+  [ "$i" = late ] && h=late || h="pod-$i"
+  api -o /dev/null -X DELETE "http://x/v1/models/$ID/leases/$h"
+done
+code=$(api -o /dev/null -w '%{http_code}' -X PUT -d '{"ttlSeconds": -1}' "http://x/v1/models/$ID/leases/x")
+check "bad lease TTL -> 400" test "$code" = 400
+
+# A second model sharing a file: stored once (a hard link to one blob).
+SRC_B="http://127.0.0.1:$NGINX_PORT/b/tessera-manifest.json"
+MODEL_B=$("$TESSERA" fetch "$SRC_B" --agent "unix://$SOCK" 2>/dev/null)
+check "second model fetched" cmp -s "$MODEL_B/weights.bin" "$WORK/www/b/weights.bin"
+check "shared file is one inode" test "$(stat -c %i "$MODEL/tokenizer.bin")" = "$(stat -c %i "$MODEL_B/tokenizer.bin")"
+
+# Bad requests.
+code=$(api -o "$WORK/bad" -w '%{http_code}' -X POST -d '{"source": "ftp://x/y"}' http://x/v1/models)
+check "bad source -> 400" test "$code" = 400
+check "and says why" grep -q 'expected an http' "$WORK/bad"
+code=$(api -o /dev/null -w '%{http_code}' -X POST -d '{not json' http://x/v1/models)
+check "malformed JSON -> 400" test "$code" = 400
+code=$(api -o /dev/null -w '%{http_code}' http://x/v1/models/0123456789abcdef)
+check "unknown model -> 404" test "$code" = 404
+"$TESSERA" fetch "http://127.0.0.1:$NGINX_PORT/a/missing.bin" --agent "unix://$SOCK" 2>"$WORK/err404"
+check "a missing file: fetch exits 2" test $? = 2
+check "naming the cause" grep -q 'HTTP 404' "$WORK/err404"
+
+# Unleased now: DELETE removes model a; its blob shared with b stays.
+code=$(api -o /dev/null -w '%{http_code}' -X DELETE "http://x/v1/models/$ID")
+check "DELETE unleased -> 204" test "$code" = 204
+check "model a gone" test ! -e "$MODEL"
+check "model b's shared file intact" cmp -s "$MODEL_B/tokenizer.bin" "$WORK/www/b/tokenizer.bin"
+
+# Restart: the index is rebuilt from disk.
+kill "$AGENT_PID"; wait "$AGENT_PID"
+start_agent 100Mi
+check "model b ready after a restart" grep -q '"state":"ready"' <<<"$(api "http://x/v1/models/$(basename "$MODEL_B")")"
+before=$(served_bytes /b/weights.bin)
+"$TESSERA" fetch "$SRC_B" --agent "unix://$SOCK" >/dev/null 2>&1
+check "and served from the cache" test "$(served_bytes /b/weights.bin)" = "$before"
+
+# Budget: a model larger than --max-bytes fails with a clear error; the agent keeps serving.
+kill "$AGENT_PID"; wait "$AGENT_PID"
+start_agent 10Mi
+"$TESSERA" fetch "$SRC_A" --agent "unix://$SOCK" 2>"$WORK/errbig"
+check "over budget: exit 2" test $? = 2
+check "naming the budget" grep -q 'budget' "$WORK/errbig"
+check "other models still served" test "$("$TESSERA" fetch "$SRC_B" --agent "unix://$SOCK" 2>/dev/null)" = "$MODEL_B"
+
+kill "$AGENT_PID"; wait "$AGENT_PID"
+check "agent exits 0 on SIGTERM" test $? = 0
+AGENT_PID=""
+check "socket removed on exit" test ! -e "$SOCK"
+finish node_agent_test
