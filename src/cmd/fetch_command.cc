@@ -47,6 +47,17 @@ void ShowProgress(bool tty, const adapters::objstore::FetchProgress& p) {
   }
 }
 
+int WritePathFile(const std::string& file, const std::string& path) {
+  if (file.empty()) return 0;
+  std::string tmp = file + ".tmp";
+  FILE* out = std::fopen(tmp.c_str(), "w");
+  if (out == nullptr || std::fprintf(out, "%s", path.c_str()) < 0 || std::fclose(out) != 0 ||
+      std::rename(tmp.c_str(), file.c_str()) != 0) {
+    return Fail(2, absl::StrCat("--path-file ", file, ": cannot write it"));
+  }
+  return 0;
+}
+
 // One call to the agent's API.
 absl::StatusOr<nlohmann::json> Call(const std::string& agent, const std::string& method,
                                     const std::string& path, const std::string& body, int* status) {
@@ -130,6 +141,7 @@ int RunFetchViaAgent(const FetchFlags& f, absl::Duration timeout) {
                absl::FormatDuration(ttl).c_str());
   std::printf("%s\n", m->value("path", "").c_str());
   std::fflush(stdout);
+  if (int rc = WritePathFile(f.path_file, m->value("path", "")); rc != 0) return rc;
   if (!f.hold) return 0;
   // Sidecar mode: renew the lease at a third of its TTL until SIGTERM, then release it.
   absl::Time next = absl::Now() + ttl / 3;
@@ -197,7 +209,7 @@ int RunFetch(const FetchFlags& f) {
                  s->seconds > 0 ? s->origin_bytes / s->seconds / 1048576.0 : 0);
   }
   std::printf("%s\n", f.to.c_str());
-  return 0;
+  return WritePathFile(f.path_file, f.to);
 }
 
 }  // namespace tessera::cmd

@@ -13,7 +13,8 @@ struct FetchFlags {
   std::string agent;   // unix:///PATH or http://HOST:PORT: ask the node agent
   std::string holder;  // lease holder (default: $POD_NAME, else host name and pid)
   std::string lease_ttl = "10m";
-  bool hold = false;  // after the path: keep renewing the lease until SIGTERM, then release
+  std::string path_file;  // also write the local path to this file (for the server container)
+  bool hold = false;      // after the path: keep renewing the lease until SIGTERM, then release
   std::string timeout = "10m";
   int connections = 8;
   std::string chunk_size = "8Mi";

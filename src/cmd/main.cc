@@ -94,6 +94,8 @@ int Main(int argc, char** argv) {
                         "Ask the node agent (unix:///PATH or http://HOST:PORT) instead of --to");
   fetch_cmd->add_option("--holder", fetchf.holder, "Lease holder (default $POD_NAME)");
   fetch_cmd->add_option("--lease-ttl", fetchf.lease_ttl, "Lease TTL (default 10m)");
+  fetch_cmd->add_option("--path-file", fetchf.path_file,
+                        "Also write the local path to this file (e.g. on an emptyDir)");
   fetch_cmd->add_flag("--hold", fetchf.hold,
                       "After printing the path, renew the lease until SIGTERM (sidecar)");
   fetch_cmd->add_option("--timeout", fetchf.timeout, "Give up after this long (default 10m)");

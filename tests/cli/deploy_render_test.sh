@@ -58,4 +58,13 @@ kill "$pid" 2>/dev/null
 wait "$pid"
 check "scaler: the shipped config loads" grep -q 'listening on' "$WORK/scaler.err"
 
+N="$WORK/node-agent.yaml"
+check "node-agent: a DaemonSet" grep -q 'kind: DaemonSet' "$N"
+check "node-agent: runs node-agent on a Unix socket" grep -q -- '--listen=unix:///run/tessera/agent.sock' "$N"
+check "node-agent: cache on a hostPath" grep -q 'path: /var/lib/tessera/cache' "$N"
+check "node-agent: example init container fetches via the agent" grep -q -- '--agent=unix:///run/tessera/agent.sock' "$N"
+check "node-agent: a sidecar holds the lease" grep -q -- '- --hold' "$N"
+check "node-agent: the server mounts the cache read-only" \
+  python3 -c 'import sys; t=open(sys.argv[1]).read(); i=t.index("name: vllm"); sys.exit(0 if "readOnly: true" in t[i:] else 1)' "$N"
+
 finish deploy_render_test

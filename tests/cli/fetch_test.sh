@@ -60,7 +60,12 @@ check "404 exits 2" test $? = 2
 check "and names the URL" grep -q 'missing.bin' "$WORK/err3"
 "$TESSERA" fetch "ftp://h/x" --to "$WORK/y" 2>/dev/null
 check "bad source exits 1" test $? = 1
-"$TESSERA" fetch "http://127.0.0.1:$PORT/m/weights.bin" --agent unix:///run/tessera.sock 2>"$WORK/err4"
-check "--agent is refused clearly" grep -q 'not built yet' "$WORK/err4"
+"$TESSERA" fetch "http://127.0.0.1:$PORT/m/weights.bin" --agent unix://"$WORK"/none.sock 2>"$WORK/err4"
+check "an agent that is not there: exit 2" test $? = 2
+check "naming the agent" grep -q 'none.sock' "$WORK/err4"
+"$TESSERA" fetch "http://127.0.0.1:$PORT/m/weights.bin" --to "$WORK/z" --agent unix:///x 2>/dev/null
+check "--to with --agent: exit 1" test $? = 1
+"$TESSERA" fetch "http://127.0.0.1:$PORT/m/tessera-manifest.json" --to "$WORK/model" --path-file "$WORK/p" >/dev/null 2>&1
+check "--path-file holds the path" test "$(cat "$WORK/p")" = "$WORK/model"
 
 finish fetch_test
