@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "adapters/net/http_client.h"
 #include "adapters/objstore/fetcher.h"
+#include "base/clock.h"
 #include "base/units.h"
 #include "cmd/signals.h"
 #include "nlohmann/json.hpp"
@@ -115,14 +116,15 @@ int RunFetchViaAgent(const FetchFlags& f, absl::Duration timeout) {
     return Fail(2, absl::StrCat("node agent: HTTP ", status, ": ", m->value("error", "")));
   }
   const std::string id = m->value("id", "");
-  const absl::Time deadline = absl::Now() + timeout;
+  const RealClock clock;
+  const absl::Time deadline = clock.Now() + timeout;
   std::atomic<bool>& stop = StopOnSignal();
   while (m->value("state", "") == "filling") {
     ShowProgress(tty, {.bytes_done = m->value("bytesDone", int64_t{0}),
                        .bytes_total = m->value("bytesTotal", int64_t{0}),
                        .bytes_per_second = m->value("bytesPerSecond", 0.0),
                        .files_total = 0});
-    if (absl::Now() > deadline) {
+    if (clock.Now() > deadline) {
       return Fail(2, absl::StrCat("model ", id, " not ready within ", f.timeout,
                                   " (the agent keeps filling it)"));
     }
@@ -144,21 +146,21 @@ int RunFetchViaAgent(const FetchFlags& f, absl::Duration timeout) {
   if (int rc = WritePathFile(f.path_file, m->value("path", "")); rc != 0) return rc;
   if (!f.hold) return 0;
   // Sidecar mode: renew the lease at a third of its TTL until SIGTERM, then release it.
-  absl::Time next = absl::Now() + ttl / 3;
+  absl::Time next = clock.Now() + ttl / 3;
   nlohmann::json renew = {{"ttlSeconds", absl::ToDoubleSeconds(ttl)}};
   std::string lease_path = absl::StrCat("/v1/models/", id, "/leases/", adapters::UrlEscape(holder));
   while (!stop) {
     absl::SleepFor(absl::Milliseconds(100));
-    if (absl::Now() < next) continue;
+    if (clock.Now() < next) continue;
     absl::StatusOr<nlohmann::json> r = Call(f.agent, "PUT", lease_path, renew.dump(), &status);
     if (!r.ok() || status != 200) {
       std::fprintf(stderr, "tessera fetch: lease renewal failed (%s); retrying\n",
                    r.ok() ? absl::StrCat("HTTP ", status).c_str()
                           : std::string(r.status().message()).c_str());
-      next = absl::Now() + absl::Seconds(2);
+      next = clock.Now() + absl::Seconds(2);
       continue;
     }
-    next = absl::Now() + ttl / 3;
+    next = clock.Now() + ttl / 3;
   }
   Call(f.agent, "DELETE", lease_path, "", &status).IgnoreError();
   return 0;

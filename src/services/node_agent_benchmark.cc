@@ -13,6 +13,7 @@
 #include "adapters/http/server.h"
 #include "adapters/net/http_client.h"
 #include "adapters/objstore/verify.h"
+#include "base/clock.h"
 #include "services/node_agent.h"
 
 namespace tessera::services {
@@ -54,10 +55,11 @@ void BM_AgentCachedModelRequest(benchmark::State& state) {
   req.body = absl::StrCat("{\"source\": \"", source,
                           "\", \"lease\": {\"holder\": \"bench\", \"ttlSeconds\": 60}}");
   std::vector<double> ms;
+  const RealClock clock;
   for (auto _ : state) {
-    absl::Time t0 = absl::Now();
+    absl::Time t0 = clock.Now();
     absl::StatusOr<adapters::HttpResponse> r = adapters::Fetch(req);
-    ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
+    ms.push_back(absl::ToDoubleMilliseconds(clock.Now() - t0));
     if (!r.ok() || r->status != 200) {
       state.SkipWithError("the cached model was not answered with 200");
       break;

@@ -235,8 +235,8 @@ TEST(Fetcher, UntrustedNamesAndMissingFiles) {
   ASSERT_TRUE(missing.ok());
   auto s = FetchModel(*missing, TempDir() + "/x", Small());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound) << s.status();
-  EXPECT_EQ(ResolveSource("s3://bucket/prefix/", Small()).status().code(),
-            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(ResolveSource("s3://Not_A_Bucket/prefix/", Small()).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ResolveSource("ftp://x/y", Small()).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
