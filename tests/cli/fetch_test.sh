@@ -8,7 +8,8 @@ WORK=$(mktemp -d)
 NGINX_PID=""
 trap '[ -n "$NGINX_PID" ] && kill "$NGINX_PID" 2>/dev/null; rm -rf "$WORK"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-mkdir -p "$WORK/www/m/sub" "$WORK/nginx"
+source "$(dirname "${BASH_SOURCE[0]}")/nginx_lib.sh"
+mkdir -p "$WORK/www/m/sub"
 head -c 3000000 /dev/urandom >"$WORK/www/m/weights.bin"
 head -c 70000 /dev/urandom >"$WORK/www/m/sub/tokenizer.bin"
 python3 - "$WORK/www/m" <<'PY'
@@ -20,30 +21,8 @@ for name in ("weights.bin", "sub/tokenizer.bin"):
     files.append({"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
 json.dump({"files": files}, open(os.path.join(d, "tessera-manifest.json"), "w"))
 PY
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat >"$WORK/nginx/nginx.conf" <<EOF2
-daemon off;
-worker_processes 1;
-user root;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log;
-events {}
-http {
-  access_log $WORK/nginx/access.log;
-  client_body_temp_path $WORK/nginx/body;
-  proxy_temp_path $WORK/nginx/proxy;
-  fastcgi_temp_path $WORK/nginx/fcgi;
-  uwsgi_temp_path $WORK/nginx/uwsgi;
-  scgi_temp_path $WORK/nginx/scgi;
-  server { listen 127.0.0.1:$PORT; root $WORK/www; }
-}
-EOF2
-nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx" 2>"$WORK/nginx/stderr" &
-NGINX_PID=$!
-for _ in $(seq 100); do
-  python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/m/tessera-manifest.json')" 2>/dev/null && break
-  sleep 0.05
-done
+start_nginx "$WORK/www"
+PORT=$NGINX_PORT
 
 out=$("$TESSERA" fetch "http://127.0.0.1:$PORT/m/tessera-manifest.json" --to "$WORK/model" \
   --connections 4 --chunk-size 256Ki 2>"$WORK/err")
