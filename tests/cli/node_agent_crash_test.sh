@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Crash safety of `tessera node-agent`: kill -9 at 20 random moments while fills run (nginx
-# throttled per connection so fills last a while). After every kill: every model under models/
+# throttled per connection so fills last a while; each moment is a random amount of progress). After every kill: every model under models/
 # verifies against its manifest's SHA-256 and holds no partial or temporary file. After the last
 # kill the agent restarts, resumes every interrupted fill, and fetches at most 1.1x the bytes that
 # were missing (missing = size - the chunks its log lists that still hash right, computed here).
@@ -28,6 +28,7 @@ json.dump({"files": files}, open(os.path.join(d, "tessera-manifest.json"), "w"))
 PY
 done
 start_nginx "$WORK/www" "limit_rate 512k;"
+TOTAL=$(du -cb "$WORK"/www/*/*.bin | tail -1 | cut -f1)
 SOCK="$WORK/agent.sock"
 start_agent() {
   "$TESSERA" node-agent --cache-dir "$WORK/cache" --max-bytes 1Gi --listen "unix://$SOCK" \
@@ -101,7 +102,13 @@ bad=0
 for k in $(seq 20); do
   start_agent
   request_all
-  sleep "$(python3 -c "import random; print(round(random.uniform(0.05, 0.5), 3))")"
+  # A random moment measured in progress, not time (so a slower build, e.g. under ASan, kills
+  # as often per byte): once the origin has served a random 0.3-2.5% of all bytes more.
+  target=$(( $(served_total) + $(python3 -c "import random; print(int(random.uniform(0.003, 0.025) * $TOTAL))") ))
+  for _ in $(seq 500); do
+    [ "$(served_total)" -ge "$target" ] && break
+    sleep 0.02
+  done
   kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=""
   result=$(inspect); echo "kill $k: $(tr "\n" " " <<<"$result") ready=$(ls "$WORK/cache/models" | wc -l)" >&2
   if [ "$(head -1 <<<"$result")" != ok ]; then bad=$((bad + 1)); echo "after kill $k: $result" >&2; fi
