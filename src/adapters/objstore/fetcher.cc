@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -183,6 +184,65 @@ struct FileState {
   int64_t chunks = 0;
   int64_t remaining = 0;
   std::ofstream log;
+};
+
+// Pushes written chunks to the disk on its own thread (sync_file_range to start write-back, and
+// fsync of a file once its last chunk is in), so that the transfers never wait on the disk and
+// the fsync before the commit finds little left to do. The fds must stay open until Finish().
+class Flusher {
+ public:
+  Flusher() : thread_([this] { Run(); }) {}
+  ~Flusher() { Finish(); }
+  void WriteBack(int fd, int64_t offset, int64_t len) { Push({fd, offset, len}); }
+  void Fsync(int fd) { Push({fd, -1, 0}); }
+  // Does everything queued, then stops.
+  void Finish() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (done_) return;
+      done_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  struct Op {
+    int fd;
+    int64_t offset;  // -1: fsync the file
+    int64_t len;
+  };
+  void Push(Op op) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      queue_.push_back(op);
+    }
+    cv_.notify_one();
+  }
+  void Run() {
+    std::unique_lock<std::mutex> l(mu_);
+    for (;;) {
+      cv_.wait(l, [this] { return done_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // done_
+      std::vector<Op> batch;
+      batch.swap(queue_);
+      l.unlock();
+      for (const Op& op : batch) {
+        if (op.offset < 0) {
+          fsync(op.fd);
+        } else {
+          sync_file_range(op.fd, op.offset, op.len, SYNC_FILE_RANGE_WRITE);
+        }
+      }
+      l.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Op> queue_;
+  bool done_ = false;
+  std::thread thread_;
 };
 
 std::string ChunkHash(int fd, int64_t begin, int64_t end) {
@@ -451,6 +511,7 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
   std::map<CURL*, std::unique_ptr<Transfer>> active;
   size_t next = 0;
   absl::Time last_report = absl::InfinitePast();
+  Flusher flusher;
   auto start_one = [&](Chunk c) -> absl::Status {
     auto t = std::make_unique<Transfer>();
     const S3Location* s3 = st[c.file].spec.s3.get();
@@ -532,15 +593,14 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
         unsigned char md[EVP_MAX_MD_SIZE];
         unsigned len = 0;
         EVP_DigestFinal_ex(t->md.get(), md, &len);
-        // Start writeback now (asynchronous), so the fsync before the commit finds little to do.
-        // The log needs no fdatasync: a resume re-hashes every chunk it names, so a chunk whose
-        // bytes a power loss took is refetched, never trusted.
-        sync_file_range(f.fd, c.begin, want, SYNC_FILE_RANGE_WRITE);
+        // Write-back starts now, off this thread. The log needs no fdatasync: a resume re-hashes
+        // every chunk it names, so a chunk whose bytes a power loss took is refetched.
+        flusher.WriteBack(f.fd, c.begin, want);
         f.log << c.index << " " << o.chunk_bytes << " "
               << absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(md), len))
               << "\n";
         f.log.flush();
-        --f.remaining;
+        if (--f.remaining == 0) flusher.Fsync(f.fd);
         continue;
       }
       if (rc == CURLE_OK && status >= 400 && status < 500 && status != 408 && status != 429) {
@@ -582,10 +642,12 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
   }
   active.clear();
   if (!failure.ok()) {
+    flusher.Finish();
     for (FileState& f : st) close(f.fd);
     return failure;  // DIR.partial is kept: the next run resumes from its verified chunks
   }
 
+  flusher.Finish();
   // Verify every file, refetching once on a checksum mismatch.
   for (FileState& f : st) {
     fsync(f.fd);

@@ -150,6 +150,7 @@ void Put(const S3Location& loc, const std::string& key, const std::string& data)
 TEST(S3Source, FetchesAPrefixFromS3rverWithSigV4) {
   S3rver s3("models");
   ASSERT_TRUE(s3.available()) << "s3rver is missing: run scripts/setup-deps";
+  ASSERT_TRUE(s3.ready()) << "s3rver did not answer within 30 s";
   setenv("AWS_ENDPOINT_URL", s3.endpoint().c_str(), 1);
   setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
   setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);

@@ -84,7 +84,7 @@ class Nginx {
       execlp("nginx", "nginx", "-c", (dir_ + "/nginx.conf").c_str(), "-p", dir_.c_str(), nullptr);
       _exit(127);
     }
-    for (int i = 0; i < 100; ++i) {
+    for (int i = 0; i < 400; ++i) {
       httplib::Client c("127.0.0.1", port_);
       if (c.Get("/")) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -137,10 +137,11 @@ class S3rver {
              "--configure-bucket", bucket.c_str(), nullptr);
       _exit(127);
     }
-    for (int i = 0; i < 200; ++i) {
+    // node takes a few seconds to start on a loaded 2-core machine; give it 30.
+    for (int i = 0; i < 600 && !ready_; ++i) {
       httplib::Client c("127.0.0.1", port_);
-      if (auto r = c.Get("/" + bucket + "?list-type=2"); r && r->status == 200) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (auto r = c.Get("/" + bucket + "?list-type=2"); r && r->status == 200) ready_ = true;
+      if (!ready_) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
   ~S3rver() {
@@ -152,6 +153,7 @@ class S3rver {
     fs::remove(dir_ + ".log");
   }
   bool available() const { return available_; }
+  bool ready() const { return ready_; }
   std::string endpoint() const { return absl::StrCat("http://127.0.0.1:", port_); }
 
  private:
@@ -159,6 +161,7 @@ class S3rver {
   int port_;
   pid_t pid_ = -1;
   bool available_ = false;
+  bool ready_ = false;
 };
 
 }  // namespace tessera::adapters::objstore::testing
