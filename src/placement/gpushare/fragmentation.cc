@@ -7,15 +7,21 @@
 namespace tessera::placement::gpushare {
 
 TargetWorkload BuildTargetWorkload(const std::vector<PodSpec>& pods, double coverage, int step) {
-  using Key = std::tuple<int64_t, int64_t, int, std::vector<std::string>>;
-  std::map<Key, int64_t> counts;
-  for (const PodSpec& p : pods) {
-    ++counts[Key(p.cpu_milli, p.gpu_milli, p.num_gpu, p.gpu_spec)];
-  }
-  std::vector<std::pair<Key, int64_t>> sorted(counts.begin(), counts.end());
+  TaskClassCounts counts;
+  for (const PodSpec& p : pods) counts.Add(p);
+  return counts.Build(coverage, step);
+}
+
+void TaskClassCounts::Add(const PodSpec& p) {
+  ++counts_[Key(p.cpu_milli, p.gpu_milli, p.num_gpu, p.gpu_spec)];
+  ++total_;
+}
+
+TargetWorkload TaskClassCounts::Build(double coverage, int step) const {
+  std::vector<std::pair<Key, int64_t>> sorted(counts_.begin(), counts_.end());
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
-  const double total = static_cast<double>(pods.size());
+  const double total = static_cast<double>(total_);
   TargetWorkload out;
   int64_t covered = 0;
   size_t taken = 0;

@@ -5,6 +5,8 @@
 // and by the trace benchmark's fragmentation curve.
 #pragma once
 
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "placement/gpushare/cluster_state.h"
@@ -35,6 +37,20 @@ struct TargetWorkload {
 // `step` at a time until they cover `coverage` of all tasks; weights renormalised to 1.
 TargetWorkload BuildTargetWorkload(const std::vector<PodSpec>& pods, double coverage = 0.95,
                                    int step = 10);
+
+// The task-class counts BuildTargetWorkload works from, kept incrementally (a long-running
+// scheduler holds one count per distinct class, not every pod it has seen).
+class TaskClassCounts {
+ public:
+  void Add(const PodSpec& pod);
+  int64_t total() const { return total_; }
+  TargetWorkload Build(double coverage = 0.95, int step = 10) const;
+
+ private:
+  using Key = std::tuple<int64_t, int64_t, int, std::vector<std::string>>;
+  std::map<Key, int64_t> counts_;
+  int64_t total_ = 0;
+};
 
 // F_n(M) in milli-GPU for node `n` of `state`.
 double NodeFragmentation(const ClusterState& state, const NodeState& n,

@@ -73,6 +73,26 @@ TEST(Fragmentation, FormulaOnAHandExample) {
   EXPECT_DOUBLE_EQ(NodeFragmentation(s, s.node(1), t4_only), 0);
 }
 
+TEST(Fragmentation, IncrementalCountsMatchTheBatchBuildAndStayPerClass) {
+  std::vector<PodSpec> pods;
+  TaskClassCounts counts;
+  for (int i = 0; i < 30000; ++i) {
+    PodSpec p = i % 7 == 0 ? Pod(4000, 2, 1000, {"V100"}) : Pod(1000 * (1 + i % 3), 1, 250);
+    pods.push_back(p);
+    counts.Add(p);
+  }
+  TargetWorkload batch = BuildTargetWorkload(pods, 1.0);
+  TargetWorkload inc = counts.Build(1.0);
+  EXPECT_EQ(counts.total(), 30000);
+  ASSERT_EQ(inc.classes.size(), 4u);  // four distinct classes, however many pods
+  ASSERT_EQ(batch.classes.size(), inc.classes.size());
+  for (size_t i = 0; i < inc.classes.size(); ++i) {
+    EXPECT_EQ(inc.classes[i].count, batch.classes[i].count);
+    EXPECT_EQ(inc.classes[i].cpu_milli, batch.classes[i].cpu_milli);
+    EXPECT_DOUBLE_EQ(inc.classes[i].weight, batch.classes[i].weight);
+  }
+}
+
 TEST(Fragmentation, TargetWorkloadTakesPopularKeysTenAtATime) {
   std::vector<PodSpec> pods;
   for (int k = 0; k < 25; ++k) {

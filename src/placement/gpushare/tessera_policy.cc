@@ -11,12 +11,15 @@ class TesseraPolicy final : public Policy {
   std::string name() const override { return "tessera"; }
 
   void Observe(const PodSpec& pod) override {
-    seen_.push_back(pod);
-    if (static_cast<double>(seen_.size()) >= next_update_) {
+    seen_.Add(pod);
+    if (static_cast<double>(seen_.total()) >= next_update_) {
       // Every task class seen so far, weighted by how often it arrived: no cut-off, so rare
       // but large classes (multi-GPU pods) also count when a placement would strand them.
-      target_ = BuildTargetWorkload(seen_, /*coverage=*/1.0);
-      next_update_ = std::max(next_update_ * relearn_growth_, next_update_ + 8);
+      target_ = seen_.Build(/*coverage=*/1.0);
+      // Relearn after geometrically more arrivals (cheap early, stable later), but at least
+      // every kMaxRelearnInterval pods, so a long-running scheduler keeps counting new arrivals.
+      next_update_ = std::min(std::max(next_update_ * relearn_growth_, next_update_ + 8),
+                              next_update_ + kMaxRelearnInterval);
       ++epoch_;
     }
   }
@@ -31,7 +34,8 @@ class TesseraPolicy final : public Policy {
 
  private:
   double relearn_growth_;
-  std::vector<PodSpec> seen_;
+  static constexpr double kMaxRelearnInterval = 20000;
+  TaskClassCounts seen_;
   TargetWorkload target_;
   double next_update_ = 1;
   uint64_t epoch_ = 0;
