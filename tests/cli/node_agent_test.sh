@@ -124,4 +124,28 @@ kill "$AGENT_PID"; wait "$AGENT_PID"
 check "agent exits 0 on SIGTERM" test $? = 0
 AGENT_PID=""
 check "socket removed on exit" test ! -e "$SOCK"
+
+# A disk that fills (a 12 MiB tmpfs under a 100 MiB budget): model a (20 MB) fails with a clear
+# error and leaves nothing behind; model b (5 MB) is served before and after.
+mkdir -p "$WORK/small"
+if mount -t tmpfs -o size=12m tmpfs "$WORK/small" 2>/dev/null; then
+  trap '[ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null; [ -n "$NGINX_PID" ] && kill "$NGINX_PID" 2>/dev/null; wait; umount "$WORK/small" 2>/dev/null; rm -rf "$WORK"' EXIT
+  "$TESSERA" node-agent --cache-dir "$WORK/small/cache" --max-bytes 100Mi --listen "unix://$SOCK" \
+    --chunk-size 1Mi --connections 4 2>>"$WORK/agent.log" &
+  AGENT_PID=$!
+  for _ in $(seq 100); do curl -s --unix-socket "$SOCK" http://x/healthz >/dev/null && break; sleep 0.05; done
+  B_SMALL=$("$TESSERA" fetch "$SRC_B" --agent "unix://$SOCK" 2>/dev/null)
+  check "disk full: a small model fits" cmp -s "$B_SMALL/weights.bin" "$WORK/www/b/weights.bin"
+  "$TESSERA" fetch "$SRC_A" --agent "unix://$SOCK" 2>"$WORK/errfull"
+  check "disk full: exit 2" test $? = 2
+  check "disk full: says so" grep -q "disk full writing .*No space left on device" "$WORK/errfull"
+  check "disk full: no partial left" test -z "$(ls "$WORK/small/cache/fill")"
+  check "disk full: the other model still served" \
+    test "$("$TESSERA" fetch "$SRC_B" --agent "unix://$SOCK" 2>/dev/null)" = "$B_SMALL"
+  check "disk full: and intact" cmp -s "$B_SMALL/weights.bin" "$WORK/www/b/weights.bin"
+  kill "$AGENT_PID"; wait "$AGENT_PID"; AGENT_PID=""
+  umount "$WORK/small"
+else
+  echo "node_agent_test: cannot mount a tmpfs here (not root?): the disk-full checks did not run" >&2
+fi
 finish node_agent_test

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -136,6 +138,7 @@ struct Transfer {
   int fd = -1;
   int64_t written = 0;
   bool bad_write = false;
+  int write_errno = 0;  // set when the local write failed
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> md{nullptr, EVP_MD_CTX_free};
   std::unique_ptr<curl_slist, void (*)(curl_slist*)> headers{nullptr, curl_slist_free_all};
   std::string range;
@@ -156,6 +159,7 @@ size_t OnData(char* data, size_t size, size_t n, void* p) {
     ssize_t w = pwrite(t->fd, data + off, len - off, t->chunk.begin + t->written + off);
     if (w <= 0) {
       t->bad_write = true;
+      t->write_errno = w < 0 ? errno : ENOSPC;
       return 0;
     }
     off += static_cast<size_t>(w);
@@ -602,6 +606,11 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
         f.log.flush();
         if (--f.remaining == 0) flusher.Fsync(f.fd);
         continue;
+      }
+      if (t->write_errno == ENOSPC || t->write_errno == EDQUOT) {
+        failure = absl::ResourceExhaustedError(absl::StrCat(
+            "disk full writing ", f.staging, ": ", strerror(t->write_errno)));
+        break;
       }
       if (rc == CURLE_OK && status >= 400 && status < 500 && status != 408 && status != 429) {
         failure = absl::NotFoundError(
