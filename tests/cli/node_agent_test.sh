@@ -69,6 +69,20 @@ ms=$(( ($(date +%s%N) - start) / 1000000 ))
 check "cached fetch returns the same path" test "$out" = "$MODEL"
 check "cached fetch in under 1 s end to end (was ${ms} ms)" test "$ms" -lt 1000
 
+# Sidecar mode: --hold renews the lease past its TTL, and releases it on SIGTERM.
+"$TESSERA" fetch "$SRC_A" --agent "unix://$SOCK" --holder sidecar --lease-ttl 3s --hold \
+  >"$WORK/hold.out" 2>"$WORK/hold.err" &
+HOLD_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/hold.out" ] && break; sleep 0.05; done
+check "--hold prints the path first" test "$(cat "$WORK/hold.out")" = "$MODEL"
+sleep 4.5
+leases=$(api "http://x/v1/models/$(basename "$MODEL")")
+check "--hold: the lease outlives its 3 s TTL (renewed)" grep -q '"holder":"sidecar"' <<<"$leases"
+kill -TERM "$HOLD_PID"; wait "$HOLD_PID"
+check "--hold exits 0 on SIGTERM" test $? = 0
+leases=$(api "http://x/v1/models/$(basename "$MODEL")")
+check "--hold released the lease" test "$(grep -c '"holder":"sidecar"' <<<"$leases")" = 0
+
 # Leases: DELETE is refused while any is live.
 ID=$(basename "$MODEL")
 code=$(api -o /dev/null -w '%{http_code}' -X DELETE "http://x/v1/models/$ID")

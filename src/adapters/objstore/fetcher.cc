@@ -8,11 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -608,8 +608,8 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
         continue;
       }
       if (t->write_errno == ENOSPC || t->write_errno == EDQUOT) {
-        failure = absl::ResourceExhaustedError(absl::StrCat(
-            "disk full writing ", f.staging, ": ", strerror(t->write_errno)));
+        failure = absl::ResourceExhaustedError(
+            absl::StrCat("disk full writing ", f.staging, ": ", strerror(t->write_errno)));
         break;
       }
       if (rc == CURLE_OK && status >= 400 && status < 500 && status != 408 && status != 429) {
