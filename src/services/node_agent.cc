@@ -98,7 +98,7 @@ std::string NodeAgent::ModelId(const std::string& source,
 
 NodeAgent::NodeAgent(NodeAgentOptions options)
     : options_(std::move(options)),
-      clock_(options_.clock != nullptr ? options_.clock : nullptr),
+      clock_(options_.clock),
       dir_(options_.cache_dir),
       index_(options_.max_bytes) {
   static const RealClock real_clock;
@@ -504,10 +504,8 @@ HttpReply NodeAgent::GetModel(const std::string& id, const HttpCall& call) {
 }
 
 std::string NodeAgent::Metrics() {
-  std::lock_guard<std::mutex> l(mu_);
-  std::map<std::string, int> states = {{"filling", 0}, {"ready", 0}, {"failed", 0}};
-  for (const ModelEntry* e : index_.List()) ++states[cache::ModelStateName(e->state)];
-  // Disk actually used: every distinct inode under the cache directory once.
+  // Disk actually used: every distinct inode under the cache directory once (walked without the
+  // lock, so a scrape never holds up requests).
   int64_t disk = 0;
   std::set<std::pair<dev_t, ino_t>> seen;
   std::error_code ec;
@@ -519,6 +517,9 @@ std::string NodeAgent::Metrics() {
       disk += static_cast<int64_t>(sb.st_blocks) * 512;
     }
   }
+  std::lock_guard<std::mutex> l(mu_);
+  std::map<std::string, int> states = {{"filling", 0}, {"ready", 0}, {"failed", 0}};
+  for (const ModelEntry* e : index_.List()) ++states[cache::ModelStateName(e->state)];
   std::string out;
   auto metric = [&out](const char* name, const char* type, const char* help, auto value,
                        const std::string& labels = "") {

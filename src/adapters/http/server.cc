@@ -255,6 +255,7 @@ void HttpServer::Serve(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   std::string buf;
   HttpCall call;
+  bool sent_continue = false;
   char tmp[16384];
   for (;;) {
     absl::StatusOr<bool> done = ParseHttpRequest(buf, &call);
@@ -268,6 +269,14 @@ void HttpServer::Serve(int fd) {
       return;
     }
     if (*done) break;
+    // Clients such as curl hold a larger body back until told to send it.
+    if (size_t end = buf.find("\r\n\r\n");
+        !sent_continue && end != std::string::npos &&
+        absl::StrContains(absl::AsciiStrToLower(absl::string_view(buf).substr(0, end)),
+                          "\r\nexpect: 100-continue")) {
+      WriteAll(fd, "HTTP/1.1 100 Continue\r\n\r\n");
+      sent_continue = true;
+    }
     ssize_t r = recv(fd, tmp, sizeof(tmp), 0);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
