@@ -242,7 +242,6 @@ std::string NodeAgent::TrashModel(const std::string& id) {
 void NodeAgent::StartFill(const std::string& id, const std::string& source,
                           const std::map<std::string, std::string>& sha256) {
   // Called with mu_ held.
-  ++misses_;
   requested_sha_[id] = sha256;
   fills_[id] = std::thread(&NodeAgent::RunFill, this, id, source, sha256);
 }
@@ -477,6 +476,7 @@ HttpReply NodeAgent::PostModel(const HttpCall& call) {
   } else if (kind == RequestKind::kJoin) {
     ++joins_;
   } else {
+    ++misses_;
     StartFill(id, source, sha);
   }
   if (!holder.empty()) index_.Lease(id, holder, ttl, Now()).IgnoreError();

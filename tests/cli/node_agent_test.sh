@@ -62,12 +62,12 @@ check "one miss in the metrics" grep -q '^tessera_cache_requests_total{result="m
 check "31 joined or hit" test "$(awk '/^tessera_cache_requests_total\{result="(join|hit)"\}/ { s += $2 } END { print s }' <<<"$METRICS")" = 31
 check "origin bytes counted" grep -q '^tessera_cache_origin_bytes_total 20300' <<<"$METRICS"
 
-# A cached model: answered at once.
-start=$(date +%s%N)
+# A cached model: answered at once. The agent's answer is timed (curl's time_total), not the
+# client process, whose start-up alone nears a second under ASan on a loaded machine.
 out=$("$TESSERA" fetch "$SRC_A" --agent "unix://$SOCK" --holder late 2>/dev/null)
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
 check "cached fetch returns the same path" test "$out" = "$MODEL"
-check "cached fetch in under 1 s end to end (was ${ms} ms)" test "$ms" -lt 1000
+secs=$(api -o /dev/null -w '%{time_total}' -X POST -d "{\"source\": \"$SRC_A\"}" http://x/v1/models)
+check "cached model answered in under 100 ms (was ${secs} s)" python3 -c "import sys; sys.exit(0 if $secs < 0.1 else 1)"
 
 # Sidecar mode: --hold renews the lease past its TTL, and releases it on SIGTERM.
 "$TESSERA" fetch "$SRC_A" --agent "unix://$SOCK" --holder sidecar --lease-ttl 3s --hold \

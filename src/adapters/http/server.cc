@@ -17,39 +17,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "adapters/net/http_client.h"
 
 namespace tessera::adapters {
 namespace {
 
 constexpr size_t kMaxHeaderBytes = 64 << 10;
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  c = absl::ascii_tolower(c);
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
-absl::StatusOr<std::string> PercentDecode(absl::string_view s, bool plus_is_space) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%') {
-      if (i + 2 >= s.size()) {
-        return absl::InvalidArgumentError("truncated percent escape in the request target");
-      }
-      int hi = HexDigit(s[i + 1]), lo = HexDigit(s[i + 2]);
-      if (hi < 0 || lo < 0) return absl::InvalidArgumentError("bad percent escape in the target");
-      out.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else if (plus_is_space && s[i] == '+') {
-      out.push_back(' ');
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
 
 const char* Reason(int status) {
   switch (status) {
@@ -125,14 +98,14 @@ absl::StatusOr<bool> ParseHttpRequest(const std::string& bytes, HttpCall* call, 
   }
   absl::string_view target = first[1];
   size_t q = target.find('?');
-  auto path = PercentDecode(target.substr(0, q), /*plus_is_space=*/false);
+  auto path = UrlUnescape(target.substr(0, q));
   if (!path.ok()) return path.status();
   call->path = *path;
   if (q != absl::string_view::npos) {
     for (absl::string_view kv : absl::StrSplit(target.substr(q + 1), '&', absl::SkipEmpty())) {
       size_t eq = kv.find('=');
-      auto k = PercentDecode(kv.substr(0, eq), true);
-      auto v = PercentDecode(eq == absl::string_view::npos ? "" : kv.substr(eq + 1), true);
+      auto k = UrlUnescape(kv.substr(0, eq), true);
+      auto v = UrlUnescape(eq == absl::string_view::npos ? "" : kv.substr(eq + 1), true);
       if (!k.ok()) return k.status();
       if (!v.ok()) return v.status();
       call->query[*k] = *v;

@@ -22,13 +22,35 @@ curl_blob Blob(const std::string& s) {
 
 }  // namespace
 
-std::string UrlEscape(const std::string& text) {
+std::string UrlEscape(const std::string& text, bool keep_slash) {
   std::string out;
   for (unsigned char c : text) {
-    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
+        (keep_slash && c == '/')) {
       out.push_back(static_cast<char>(c));
     } else {
-      absl::StrAppend(&out, "%", absl::Hex(c, absl::kZeroPad2));
+      constexpr char kHex[] = "0123456789ABCDEF";
+      out += {'%', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> UrlUnescape(absl::string_view s, bool plus_is_space) {
+  auto hex = [](char c) {
+    return absl::ascii_isdigit(c) ? c - '0' : absl::ascii_tolower(c) - 'a' + 10;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%') {
+      if (i + 2 >= s.size() || !absl::ascii_isxdigit(s[i + 1]) || !absl::ascii_isxdigit(s[i + 2])) {
+        return absl::InvalidArgumentError("bad percent escape (expected %XX)");
+      }
+      out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(plus_is_space && s[i] == '+' ? ' ' : s[i]);
     }
   }
   return out;

@@ -43,7 +43,13 @@ struct HttpResponse {
 // response.
 absl::StatusOr<HttpResponse> Fetch(const HttpRequest& request);
 
-// Percent-encodes a path segment or query value.
-std::string UrlEscape(const std::string& text);
+// Percent-encodes a path segment or query value (RFC 3986: unreserved characters kept, the rest
+// %XX with upper-case hex, which is also SigV4's canonical form); `keep_slash` keeps '/' for a
+// whole path.
+std::string UrlEscape(const std::string& text, bool keep_slash = false);
+
+// Decodes %XX escapes (and '+' as a space when `plus_is_space`, as in form-encoded queries);
+// InvalidArgument for a truncated or non-hex escape.
+absl::StatusOr<std::string> UrlUnescape(absl::string_view text, bool plus_is_space = false);
 
 }  // namespace tessera::adapters

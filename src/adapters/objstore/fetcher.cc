@@ -56,14 +56,6 @@ absl::StatusOr<std::vector<std::string>> AuthHeaders(const S3Location* s3, const
   return SignV4(method, url, {}, kEmptySha256, s3->credentials, s3->region, "s3", ClockOf(o).Now());
 }
 
-std::string EscapePath(const std::string& name) {
-  std::string out;
-  for (absl::string_view seg : absl::StrSplit(name, '/')) {
-    absl::StrAppend(&out, out.empty() ? "" : "/", UrlEscape(std::string(seg)));
-  }
-  return out;
-}
-
 absl::StatusOr<std::string> GetSmall(const std::string& url, const FetchOptions& o,
                                      const S3Location* s3 = nullptr) {
   HttpRequest req;
@@ -383,7 +375,7 @@ absl::StatusOr<std::vector<FileSpec>> ResolveSource(const std::string& source,
     }
     for (const std::string& s : shards) {
       TESSERA_RETURN_IF_ERROR(ValidateRelativeName(s));
-      out.push_back({s, base + EscapePath(s), -1, "", nullptr});
+      out.push_back({s, base + UrlEscape(s, /*keep_slash=*/true), -1, "", nullptr});
     }
     return out;
   }
@@ -415,7 +407,7 @@ absl::StatusOr<std::vector<FileSpec>> ResolveSource(const std::string& source,
         }
         s.sha256 = absl::AsciiStrToLower(f["sha256"].get<std::string>());
       }
-      s.url = base + EscapePath(s.name);
+      s.url = base + UrlEscape(s.name, /*keep_slash=*/true);
       out.push_back(std::move(s));
     }
     return out;

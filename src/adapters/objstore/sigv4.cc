@@ -12,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "adapters/net/http_client.h"
 #include "adapters/objstore/verify.h"
+#include "base/status.h"
 
 namespace tessera::adapters::objstore {
 namespace {
@@ -23,35 +25,6 @@ std::string Hmac(const std::string& key, const std::string& data) {
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
        reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
   return std::string(reinterpret_cast<char*>(out), len);
-}
-
-// RFC 3986 unreserved characters kept; everything else %XX with upper-case hex.
-std::string AwsEscape(absl::string_view s, bool keep_slash) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
-        (keep_slash && c == '/')) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      absl::StrAppend(&out, "%",
-                      absl::AsciiStrToUpper(absl::StrCat(absl::Hex(c, absl::kZeroPad2))));
-    }
-  }
-  return out;
-}
-
-std::string Unescape(absl::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && absl::ascii_isxdigit(s[i + 1]) &&
-        absl::ascii_isxdigit(s[i + 2])) {
-      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
 }
 
 struct UrlParts {
@@ -79,8 +52,6 @@ absl::StatusOr<UrlParts> SplitUrl(const std::string& url) {
 
 }  // namespace
 
-std::string S3EscapeKey(const std::string& key) { return AwsEscape(key, /*keep_slash=*/true); }
-
 absl::StatusOr<std::string> CanonicalRequest(
     const std::string& method, const std::string& url,
     const std::vector<std::pair<std::string, std::string>>& headers,
@@ -88,13 +59,15 @@ absl::StatusOr<std::string> CanonicalRequest(
   absl::StatusOr<UrlParts> p = SplitUrl(url);
   if (!p.ok()) return p.status();
   // Canonical URI: each segment URI-encoded once (S3 does not double-encode).
-  std::string uri = AwsEscape(Unescape(p->path), /*keep_slash=*/true);
+  TESSERA_ASSIGN_OR_RETURN(std::string path, UrlUnescape(p->path));
+  std::string uri = UrlEscape(path, /*keep_slash=*/true);
   std::vector<std::pair<std::string, std::string>> params;
   for (absl::string_view kv : absl::StrSplit(p->query, '&', absl::SkipEmpty())) {
     size_t eq = kv.find('=');
-    params.emplace_back(
-        AwsEscape(Unescape(kv.substr(0, eq)), false),
-        eq == absl::string_view::npos ? "" : AwsEscape(Unescape(kv.substr(eq + 1)), false));
+    TESSERA_ASSIGN_OR_RETURN(std::string k, UrlUnescape(kv.substr(0, eq)));
+    TESSERA_ASSIGN_OR_RETURN(std::string v,
+                             UrlUnescape(eq == absl::string_view::npos ? "" : kv.substr(eq + 1)));
+    params.emplace_back(UrlEscape(k), UrlEscape(v));
   }
   std::sort(params.begin(), params.end());
   std::vector<std::string> q;
@@ -157,10 +130,11 @@ absl::StatusOr<std::vector<std::string>> SignV4(
 }
 
 std::string S3Location::ObjectUrl(const std::string& key) const {
-  if (path_style) return absl::StrCat(endpoint, "/", bucket, "/", S3EscapeKey(key));
+  if (path_style)
+    return absl::StrCat(endpoint, "/", bucket, "/", UrlEscape(key, /*keep_slash=*/true));
   size_t scheme = endpoint.find("://");
   return absl::StrCat(endpoint.substr(0, scheme + 3), bucket, ".", endpoint.substr(scheme + 3), "/",
-                      S3EscapeKey(key));
+                      UrlEscape(key, /*keep_slash=*/true));
 }
 
 absl::StatusOr<S3Location> ParseS3Source(const std::string& source,

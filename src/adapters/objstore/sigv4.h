@@ -61,7 +61,4 @@ struct S3Location {
 absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
                                          const char* (*getenv_fn)(const char*) = nullptr);
 
-// S3 keys percent-encoded the way SigV4 canonicalises them ('/' kept).
-std::string S3EscapeKey(const std::string& key);
-
 }  // namespace tessera::adapters::objstore
