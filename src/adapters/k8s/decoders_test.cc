@@ -74,6 +74,8 @@ TEST(DecodeFleet, RejectsBadInputNamingFileLineField) {
       {"!/ t\n,M", "fleet.yaml:1:1: unsupported YAML: a plain (unquoted) value"},
       {"&a t\n,M", "fleet.yaml:1:1: unsupported YAML"},
       {"!/ t\n!,", "fleet.yaml:1:1: unsupported YAML"},
+      {"! 4 \n?  ", "fleet.yaml:1:1: unsupported YAML: a plain (unquoted) value"},
+      {"!t a\n? b", "fleet.yaml:1:1: unsupported YAML"},
       {"!,", "fleet.yaml:1:2: malformed YAML/JSON"},  // libyaml refuses these two
       {"!a,b", "fleet.yaml:1:3: malformed YAML/JSON"},
       {"a: \xed\xa0\x80\n", "invalid UTF-8 byte 0xed"},  // a surrogate

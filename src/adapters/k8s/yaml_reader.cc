@@ -135,12 +135,14 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
       for (size_t i = raw.find('\n'); !bad && i != absl::string_view::npos;
            i = raw.find('\n', i + 1)) {
         size_t j = raw.find_first_not_of(" \t\r\n", i);
-        bad = j != absl::string_view::npos && raw[j] == ',';
+        // A continuation line starting with '?' ("! 4 \n?  ", also fuzz-found) loops too.
+        bad = j != absl::string_view::npos && (raw[j] == ',' || raw[j] == '?');
       }
       if (bad) {
-        status = absl::InvalidArgumentError(absl::StrCat(
-            file, ":", event.start_mark.line + 1, ":", event.start_mark.column + 1,
-            ": unsupported YAML: a plain (unquoted) value that starts a line with ','; quote it"));
+        status = absl::InvalidArgumentError(
+            absl::StrCat(file, ":", event.start_mark.line + 1, ":", event.start_mark.column + 1,
+                         ": unsupported YAML: a plain (unquoted) value that starts a line with ',' "
+                         "or '?'; quote it"));
         yaml_event_delete(&event);
         break;
       }
