@@ -125,63 +125,6 @@ struct Chunk {
   absl::Time not_before = absl::InfinitePast();
 };
 
-struct Transfer {
-  Chunk chunk;
-  int fd = -1;
-  int64_t written = 0;
-  bool bad_write = false;
-  int write_errno = 0;  // set when the local write failed
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> md{nullptr, EVP_MD_CTX_free};
-  std::unique_ptr<curl_slist, void (*)(curl_slist*)> headers{nullptr, curl_slist_free_all};
-  std::string range;
-  double retry_after_s = -1;
-  std::string content_range;
-};
-
-size_t OnData(char* data, size_t size, size_t n, void* p) {
-  auto* t = static_cast<Transfer*>(p);
-  size_t len = size * n;
-  int64_t room = (t->chunk.end - t->chunk.begin) - t->written;
-  if (static_cast<int64_t>(len) > room) {
-    t->bad_write = true;  // more than asked for (a server ignoring Range): abort
-    return 0;
-  }
-  size_t off = 0;
-  while (off < len) {
-    ssize_t w = pwrite(t->fd, data + off, len - off, t->chunk.begin + t->written + off);
-    if (w <= 0) {
-      t->bad_write = true;
-      t->write_errno = w < 0 ? errno : ENOSPC;
-      return 0;
-    }
-    off += static_cast<size_t>(w);
-  }
-  EVP_DigestUpdate(t->md.get(), data, len);
-  t->written += static_cast<int64_t>(len);
-  return len;
-}
-
-size_t OnHeader(char* data, size_t size, size_t n, void* p) {
-  auto* t = static_cast<Transfer*>(p);
-  absl::string_view line(data, size * n);
-  if (absl::StartsWithIgnoreCase(line, "retry-after:")) {
-    double s = 0;
-    if (absl::SimpleAtod(absl::StripAsciiWhitespace(line.substr(12)), &s)) t->retry_after_s = s;
-  } else if (absl::StartsWithIgnoreCase(line, "content-range:")) {
-    t->content_range = std::string(absl::StripAsciiWhitespace(line.substr(14)));
-  }
-  return size * n;
-}
-
-struct FileState {
-  FileSpec spec;
-  std::string staging;
-  int fd = -1;
-  int64_t chunks = 0;
-  int64_t remaining = 0;
-  std::ofstream log;
-};
-
 // Pushes written chunks to the disk on its own thread (sync_file_range to start write-back, and
 // fsync of a file once its last chunk is in), so that the transfers never wait on the disk and
 // the fsync before the commit finds little left to do. The fds must stay open until Finish().
@@ -239,6 +182,73 @@ class Flusher {
   std::vector<Op> queue_;
   bool done_ = false;
   std::thread thread_;
+};
+
+// While a chunk arrives, write-back of what is written starts every this many bytes, so that
+// the disk keeps pace with the network and the fsync before the commit finds little to do.
+constexpr int64_t kWriteBackStep = 4 << 20;
+
+struct Transfer {
+  Chunk chunk;
+  int fd = -1;
+  Flusher* flusher = nullptr;
+  int64_t written = 0;
+  int64_t written_back = 0;  // bytes of the chunk handed to the flusher
+  bool bad_write = false;
+  int write_errno = 0;  // set when the local write failed
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> md{nullptr, EVP_MD_CTX_free};
+  std::unique_ptr<curl_slist, void (*)(curl_slist*)> headers{nullptr, curl_slist_free_all};
+  std::string range;
+  double retry_after_s = -1;
+  std::string content_range;
+};
+
+size_t OnData(char* data, size_t size, size_t n, void* p) {
+  auto* t = static_cast<Transfer*>(p);
+  size_t len = size * n;
+  int64_t room = (t->chunk.end - t->chunk.begin) - t->written;
+  if (static_cast<int64_t>(len) > room) {
+    t->bad_write = true;  // more than asked for (a server ignoring Range): abort
+    return 0;
+  }
+  size_t off = 0;
+  while (off < len) {
+    ssize_t w = pwrite(t->fd, data + off, len - off, t->chunk.begin + t->written + off);
+    if (w <= 0) {
+      t->bad_write = true;
+      t->write_errno = w < 0 ? errno : ENOSPC;
+      return 0;
+    }
+    off += static_cast<size_t>(w);
+  }
+  EVP_DigestUpdate(t->md.get(), data, len);
+  t->written += static_cast<int64_t>(len);
+  if (t->written - t->written_back >= kWriteBackStep) {
+    t->flusher->WriteBack(t->fd, t->chunk.begin + t->written_back, t->written - t->written_back);
+    t->written_back = t->written;
+  }
+  return len;
+}
+
+size_t OnHeader(char* data, size_t size, size_t n, void* p) {
+  auto* t = static_cast<Transfer*>(p);
+  absl::string_view line(data, size * n);
+  if (absl::StartsWithIgnoreCase(line, "retry-after:")) {
+    double s = 0;
+    if (absl::SimpleAtod(absl::StripAsciiWhitespace(line.substr(12)), &s)) t->retry_after_s = s;
+  } else if (absl::StartsWithIgnoreCase(line, "content-range:")) {
+    t->content_range = std::string(absl::StripAsciiWhitespace(line.substr(14)));
+  }
+  return size * n;
+}
+
+struct FileState {
+  FileSpec spec;
+  std::string staging;
+  int fd = -1;
+  int64_t chunks = 0;
+  int64_t remaining = 0;
+  std::ofstream log;
 };
 
 std::string ChunkHash(int fd, int64_t begin, int64_t end) {
@@ -517,6 +527,7 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
       t->headers.reset(curl_slist_append(t->headers.release(), a.c_str()));
     t->chunk = c;
     t->fd = st[c.file].fd;
+    t->flusher = &flusher;
     t->md.reset(EVP_MD_CTX_new());
     EVP_DigestInit_ex(t->md.get(), EVP_sha256(), nullptr);
     t->range = absl::StrCat(c.begin, "-", c.end - 1);
@@ -589,9 +600,10 @@ absl::StatusOr<FetchStats> FetchOnce(const std::vector<FileSpec>& files, const s
         unsigned char md[EVP_MAX_MD_SIZE];
         unsigned len = 0;
         EVP_DigestFinal_ex(t->md.get(), md, &len);
-        // Write-back starts now, off this thread. The log needs no fdatasync: a resume re-hashes
-        // every chunk it names, so a chunk whose bytes a power loss took is refetched.
-        flusher.WriteBack(f.fd, c.begin, want);
+        // Write-back of the rest starts now, off this thread. The log needs no fdatasync: a
+        // resume re-hashes every chunk it names, so a chunk whose bytes a power loss took is
+        // refetched.
+        flusher.WriteBack(f.fd, c.begin + t->written_back, want - t->written_back);
         f.log << c.index << " " << o.chunk_bytes << " "
               << absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(md), len))
               << "\n";
