@@ -44,6 +44,8 @@ int RunNodeAgent(const NodeAgentFlags& f) {
   std::atomic<bool>& stop = StopOnSignal();
   absl::StatusOr<std::unique_ptr<services::NodeAgent>> agent = services::NodeAgent::Open(o);
   if (!agent.ok()) return Fail(2, std::string(agent.status().message()));
+  for (const std::string& w : (*agent)->warnings())
+    std::cerr << "tessera node-agent: " << w << "\n";
   adapters::HttpServer server([&](const adapters::HttpCall& c) { return (*agent)->Handle(c); });
   for (const std::string& l : f.listen) {
     if (l.rfind("unix://", 0) != 0) {

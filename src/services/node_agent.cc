@@ -217,7 +217,65 @@ absl::Status NodeAgent::Recover() {
     index_.Request(id, source, Now());
     StartFill(id, source, requested_sha_[id]);
   }
+  RestoreLeases();
   return absl::OkStatus();
+}
+
+void NodeAgent::RestoreLeases() {
+  const std::string path = dir_ + "/leases.json";
+  std::error_code ec;
+  fs::remove(path + ".tmp", ec);  // an interrupted rewrite; leases.json itself is whole
+  if (!fs::exists(path, ec)) return;
+  std::ifstream in(path);
+  json doc = json::parse(in, nullptr, false);
+  std::lock_guard<std::mutex> l(mu_);
+  if (!doc.is_object() || !doc.contains("leases") || !doc["leases"].is_array()) {
+    warnings_.push_back(absl::StrCat(path, ": expected {\"leases\": [...]}; leases not restored"));
+  } else {
+    int bad = 0;
+    for (const json& e : doc["leases"]) {
+      absl::Time expires;
+      std::string err;
+      if (!e.is_object() || !e.contains("model") || !e["model"].is_string() ||
+          !e.contains("holder") || !e["holder"].is_string() || !e.contains("expires") ||
+          !e["expires"].is_string() ||
+          !absl::ParseTime(absl::RFC3339_full, e["expires"].get<std::string>(), &expires, &err)) {
+        ++bad;
+        continue;
+      }
+      absl::Time now = Now();
+      // Expired leases and leases of models no longer on disk lapse.
+      if (expires > now) {
+        index_
+            .Lease(e["model"].get<std::string>(), e["holder"].get<std::string>(), expires - now,
+                   now)
+            .IgnoreError();
+      }
+    }
+    if (bad > 0) {
+      warnings_.push_back(absl::StrCat(path, ": ", bad,
+                                       " entries without a string model, holder and RFC 3339 "
+                                       "expires were skipped"));
+    }
+  }
+  SaveLeases().IgnoreError();  // drops what lapsed
+}
+
+absl::Status NodeAgent::SaveLeases() {
+  json leases = json::array();
+  absl::Time now = Now();
+  for (const ModelEntry* e : index_.List()) {
+    for (const auto& [holder, expires] : e->leases) {
+      if (expires <= now) continue;
+      leases.push_back(
+          {{"model", e->id},
+           {"holder", holder},
+           {"expires", absl::FormatTime(absl::RFC3339_full, expires, absl::UTCTimeZone())}});
+    }
+  }
+  absl::Status s = WriteAtomic(dir_ + "/leases.json", json{{"leases", leases}}.dump());
+  if (!s.ok()) ++lease_save_errors_;
+  return s;
 }
 
 void NodeAgent::CollectBlobs() {
@@ -479,7 +537,9 @@ HttpReply NodeAgent::PostModel(const HttpCall& call) {
     ++misses_;
     StartFill(id, source, sha);
   }
-  if (!holder.empty()) index_.Lease(id, holder, ttl, Now()).IgnoreError();
+  if (!holder.empty() && index_.Lease(id, holder, ttl, Now()).ok()) {
+    SaveLeases().IgnoreError();  // the lease holds in memory; the failure is in the metrics
+  }
   const ModelEntry* e = index_.Find(id);
   return {e->state == ModelState::kReady ? 200 : 202, "application/json", ModelJson(*e) + "\n"};
 }
@@ -543,6 +603,8 @@ std::string NodeAgent::Metrics() {
   metric("tessera_cache_fill_bytes_per_second", "gauge",
          "Origin throughput of the last completed fill.", last_fill_rate_);
   metric("tessera_cache_evictions_total", "counter", "Models evicted for space.", evictions_);
+  metric("tessera_cache_lease_save_errors_total", "counter",
+         "Lease changes that could not be written to leases.json.", lease_save_errors_);
   metric("tessera_cache_disk_used_bytes", "gauge", "Disk used under the cache directory.", disk);
   metric("tessera_cache_budget_used_bytes", "gauge",
          "Budget in use: distinct ready files plus reservations of fills.", index_.used_bytes());
@@ -613,10 +675,16 @@ HttpReply NodeAgent::Handle(const HttpCall& call) {
       }
       absl::Status s = index_.Lease(id, holder, ttl, Now());
       if (!s.ok()) return Error(StatusFor(s), std::string(s.message()));
+      // Held in memory either way; a pod's renewal retries a lease the disk could not keep.
+      if (absl::Status saved = SaveLeases(); !saved.ok()) {
+        return Error(507, absl::StrCat("lease held until this agent restarts, but not saved: ",
+                                       saved.message()));
+      }
       return Json(200, {{"holder", holder}, {"expiresAt", absl::FormatTime(Now() + ttl)}});
     }
     if (call.method == "DELETE") {
       if (!index_.Release(id, holder)) return Error(404, "no such lease");
+      SaveLeases().IgnoreError();  // a released lease left on disk only lapses at its expiry
       return {204, "application/json", ""};
     }
     return Error(405, "use PUT or DELETE on a lease");

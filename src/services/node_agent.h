@@ -12,6 +12,8 @@
 //   fill/<id>/           a fetched, verified model waiting for its commit
 //   blobs/<sha256>       content-addressed file data
 //   trash/               removals in progress
+//   leases.json          live leases (model, holder, expiry), rewritten atomically on each change
+//                        and restored on start, so a restart never frees a model a pod still uses
 //
 // Example:
 //   absl::StatusOr<std::unique_ptr<NodeAgent>> a = NodeAgent::Open(options);
@@ -58,9 +60,15 @@ class NodeAgent {
   // Waits until no fill is in flight (tests and shutdown).
   void WaitIdle();
 
+  // What the start found and set aside (an unreadable leases.json, ...), for the log.
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
  private:
   explicit NodeAgent(NodeAgentOptions options);
   absl::Status Recover();
+  void RestoreLeases();
+  // Writes every live lease to leases.json (mu_ held); counts a failure in the metrics.
+  absl::Status SaveLeases();
   void StartFill(const std::string& id, const std::string& source,
                  const std::map<std::string, std::string>& sha256);
   void RunFill(std::string id, std::string source, std::map<std::string, std::string> sha256);
@@ -87,10 +95,11 @@ class NodeAgent {
   std::map<std::string, std::thread> fills_;
   std::vector<std::thread> finished_;
   std::atomic<bool> stopping_{false};
+  std::vector<std::string> warnings_;
 
   // Metrics (under mu_).
   int64_t hits_ = 0, misses_ = 0, joins_ = 0, origin_bytes_ = 0, evictions_ = 0;
-  int64_t fills_ok_ = 0, fills_failed_ = 0, resumed_bytes_ = 0;
+  int64_t fills_ok_ = 0, fills_failed_ = 0, resumed_bytes_ = 0, lease_save_errors_ = 0;
   double last_fill_rate_ = 0, fill_seconds_ = 0;
 };
 

@@ -3,7 +3,7 @@
 # of one model cause exactly one fetch from the origin (nginx's access log shows every byte served
 # once) and all 32 get the same verified files; identical files of two models are stored once;
 # DELETE is refused while leased; a model over the budget fails clearly; /metrics; a restart
-# finds the cache as it was. Usage: node_agent_test.sh path/to/tessera
+# finds the cache and its live leases as they were. Usage: node_agent_test.sh path/to/tessera
 set -u
 TESSERA=${1:?usage: node_agent_test.sh path/to/tessera}
 WORK=$(mktemp -d)
@@ -118,17 +118,31 @@ check "DELETE unleased -> 204" test "$code" = 204
 check "model a gone" test ! -e "$MODEL"
 check "model b's shared file intact" cmp -s "$MODEL_B/tokenizer.bin" "$WORK/www/b/tokenizer.bin"
 
-# Restart: the index is rebuilt from disk.
+# Restart: the index is rebuilt from disk, and live leases survive it (expired ones lapse).
+ID_B=$(basename "$MODEL_B")
+api -o /dev/null -X PUT -d '{"ttlSeconds": 3600}' "http://x/v1/models/$ID_B/leases/pod-b"
+api -o /dev/null -X PUT -d '{"ttlSeconds": 1}' "http://x/v1/models/$ID_B/leases/pod-short"
+sleep 1.2
 kill "$AGENT_PID"; wait "$AGENT_PID"
 start_agent 100Mi
-check "model b ready after a restart" grep -q '"state":"ready"' <<<"$(api "http://x/v1/models/$(basename "$MODEL_B")")"
+got=$(api "http://x/v1/models/$ID_B")
+check "model b ready after a restart" grep -q '"state":"ready"' <<<"$got"
+check "its live lease restored" grep -q '"holder":"pod-b"' <<<"$got"
+check "the expired one lapsed" test "$(grep -c '"holder":"pod-short"' <<<"$got")" = 0
+code=$(api -o /dev/null -w '%{http_code}' -X DELETE "http://x/v1/models/$ID_B")
+check "DELETE of the restored-leased model -> 409" test "$code" = 409
+api -o /dev/null -X DELETE "http://x/v1/models/$ID_B/leases/pod-b"
+check "a released lease leaves leases.json" test "$(grep -c pod-b "$WORK/cache/leases.json")" = 0
 before=$(served_bytes /b/weights.bin)
 "$TESSERA" fetch "$SRC_B" --agent "unix://$SOCK" >/dev/null 2>&1
 check "and served from the cache" test "$(served_bytes /b/weights.bin)" = "$before"
 
 # Budget: a model larger than --max-bytes fails with a clear error; the agent keeps serving.
+# (And an unreadable leases.json is reported and set aside, not fatal.)
 kill "$AGENT_PID"; wait "$AGENT_PID"
+echo '{"leases": 7' >"$WORK/cache/leases.json"
 start_agent 10Mi
+check "a corrupt leases.json is reported" grep -q 'leases.json: expected' "$WORK/agent.log"
 "$TESSERA" fetch "$SRC_A" --agent "unix://$SOCK" 2>"$WORK/errbig"
 check "over budget: exit 2" test $? = 2
 check "naming the budget" grep -q 'budget' "$WORK/errbig"
