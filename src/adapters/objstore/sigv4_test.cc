@@ -118,7 +118,9 @@ TEST(SigV4, AgreesWithCurlsIndependentSigner) {
   server.stop();
   t.join();
   ASSERT_EQ(seen.size(), targets.size());
-  for (const auto& [target, headers] : seen) {
+  for (const auto& entry : seen) {
+    const std::string& target = entry.first;
+    const auto& headers = entry.second;
     auto header = [&](const std::string& name) {
       auto it = headers.find(name);
       return it == headers.end() ? std::string() : it->second;
