@@ -127,8 +127,12 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
   double projected =
       demand + std::min(demand, std::max(0.0, slope) * absl::ToDoubleSeconds(p.cold_start));
 
-  // Queue rule: replicas run `per_replica` requests at once (observed) plus the queue target.
+  // Queue rule: replicas run `per_replica` requests at once plus the queue target. What one
+  // replica runs when full is seen only while requests wait; below that, the load spreads thin
+  // over many replicas and its running count says nothing about what each could take.
   double per_replica = ready > 0 ? running / ready : 0;
+  if (waiting > 0 && per_replica > 0) state.batch_per_replica = per_replica;
+  per_replica = std::max(per_replica, state.batch_per_replica);
   int by_queue = CeilDiv(projected, per_replica + p.target_queue_per_replica);
   std::string why = absl::StrFormat("queue: %.0f waiting + %.0f running", waiting, running);
   if (slope > 0 && projected > demand + 0.5) {

@@ -83,6 +83,9 @@ struct AutoscaleState {
   std::deque<std::pair<absl::Time, int>> recommendations;  // for the scale-down window
   std::deque<std::pair<absl::Time, double>> demand;        // for the trend
   double last_waiting = 0;
+  // Requests one replica runs at once when full (vLLM's batch: max_num_seqs or the KV cache),
+  // learned from the last moment requests waited while replicas ran; 0 until then.
+  double batch_per_replica = 0;
   bool initialised = false;
 };
 

@@ -48,6 +48,29 @@ TEST(AutoscalePolicy, QueueScalesUpWithStepLimits) {
   EXPECT_EQ(d.replicas, 7) << d.reason;
 }
 
+TEST(AutoscalePolicy, BatchSizeLearnedFromSaturationNotFromThinLoad) {
+  AutoscalePolicy p;
+  p.scale_down_window = absl::ZeroDuration();
+  p.trend_window = absl::ZeroDuration();  // no projection: the rule alone
+  AutoscaleState st;
+  st.current = 20;
+  st.initialised = true;
+  st.last_busy = kT0;
+  // Before any saturation: 120 running over 20 replicas (6 each) -> 120 / (6 + 4) = 12.
+  Decision d = DecideReplicas(p, At(kT0, 0, 120, 20), st, kT0);
+  EXPECT_EQ(d.replicas, 15) << d.reason;  // towards 12, at most max(2, 25%) down per step
+  // Saturated once: 10 replicas full at 64 each with a queue: the batch is 64.
+  st.current = 10;
+  d = DecideReplicas(p, At(kT0 + absl::Seconds(15), 50, 640, 10), st, kT0 + absl::Seconds(15));
+  EXPECT_EQ(st.batch_per_replica, 64);
+  EXPECT_EQ(d.replicas, 11) << d.reason;  // (50 + 640) / (64 + 4) -> 11
+  // Thin load again, spread over 20 replicas: 120 running need 2 (120 / 68), not 12.
+  st.current = 20;
+  d = DecideReplicas(p, At(kT0 + absl::Seconds(30), 0, 120, 20), st, kT0 + absl::Seconds(30));
+  EXPECT_EQ(d.replicas, 15) << d.reason;  // stepping down towards 2
+  EXPECT_THAT(d.reason, HasSubstr("-> 2"));
+}
+
 TEST(AutoscalePolicy, UtilisationGuardRailAndBand) {
   AutoscalePolicy p;  // target 0.75 +/- 0.10
   AutoscaleState st;

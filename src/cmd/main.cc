@@ -144,6 +144,9 @@ int Main(int argc, char** argv) {
   sim_as->add_option("--generated-tokens", simf.generated_tokens,
                      "servegen: generated tokens per request (default 128)");
   sim_as->add_option("--duration", simf.duration, "Replay only this much of the trace");
+  sim_as->add_option("--warmup", simf.warmup,
+                     "Replay but do not measure the trace's first D (default 0s): every dynamic "
+                     "policy starts from one replica");
   sim_as->add_option("--seed", simf.seed, "Seed for load scaling and synthesis (default 1)");
   sim_as->add_flag("--sweep", simf.sweep,
                    "Run each policy over a grid of its main knob and print the frontier");

@@ -75,8 +75,9 @@ std::string ParamText(const sim::SimResult& r) {
 
 int RunSimAutoscale(const SimAutoscaleFlags& f) {
   std::string error;
-  absl::Duration cold_start, slo_wait, idle_timeout, duration = absl::InfiniteDuration();
+  absl::Duration cold_start, slo_wait, idle_timeout, warmup, duration = absl::InfiniteDuration();
   if (!Duration("--cold-start", f.cold_start, &cold_start, &error) ||
+      !Duration("--warmup", f.warmup, &warmup, &error) ||
       !Duration("--slo-wait", f.slo_wait, &slo_wait, &error) ||
       !Duration("--idle-timeout", f.idle_timeout, &idle_timeout, &error) ||
       (!f.duration.empty() && !Duration("--duration", f.duration, &duration, &error))) {
@@ -118,6 +119,12 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   sim::SimOptions opt;
   opt.cold_start_s = absl::ToDoubleSeconds(cold_start);
   opt.slo_wait_s = absl::ToDoubleSeconds(slo_wait);
+  opt.warmup_s = absl::ToDoubleSeconds(warmup);
+  if (!requests.empty() && opt.warmup_s >= requests.back().arrival) {
+    return Fail(absl::StrCat("--warmup ", f.warmup,
+                             ": leaves no request to measure (the trace's last ", "arrival is at ",
+                             absl::FormatDuration(absl::Seconds(requests.back().arrival)), ")"));
+  }
 
   std::vector<sim::SimResult> results;
   for (absl::string_view name : absl::StrSplit(f.policies, ',', absl::SkipEmpty())) {
@@ -139,8 +146,10 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     }
   }
 
-  std::printf("%s: %zu requests, cold start %s, SLO: queue wait <= %s\n", f.trace.c_str(),
-              requests.size(), f.cold_start.c_str(), f.slo_wait.c_str());
+  std::printf(
+      "%s: %zu requests, cold start %s, SLO: queue wait <= %s%s\n", f.trace.c_str(),
+      requests.size(), f.cold_start.c_str(), f.slo_wait.c_str(),
+      opt.warmup_s > 0 ? absl::StrCat("; measured after a ", f.warmup, " warm-up").c_str() : "");
   std::printf("%-11s %-32s %9s %9s %6s %8s %7s %7s %7s %6s %5s\n", "policy", "params", "GPU-h",
               "busy GPU-h", "util", "SLO", "p50 s", "p99 s", ">60s", "cold", "peak");
   for (const sim::SimResult& r : results) {

@@ -17,7 +17,8 @@ struct SimAutoscaleFlags {
   std::string idle_timeout = "10m";
   int64_t context_tokens = 1024;  // servegen: tokens per request (the trace has none)
   int64_t generated_tokens = 128;
-  std::string duration;  // optional: only the first part of the trace
+  std::string duration;       // optional: only the first part of the trace
+  std::string warmup = "0s";  // drives the policies, not measured
   uint64_t seed = 1;
   bool sweep = false;
   std::string json_file;

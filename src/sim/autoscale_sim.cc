@@ -204,7 +204,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   size_t next = 0;
   WaitHistogram waits;
   double total_work = 0;
-  for (const SimRequest& r : requests) total_work += r.work;
+  for (const SimRequest& r : requests) total_work += r.arrival >= opt.warmup_s ? r.work : 0;
 
   autoscale::AutoscaleState tstate;
   Hpa hpa(spec.kind == "tessera" ? 0 : kHpaDownWindowS);
@@ -232,7 +232,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
       r.phase = Phase::kStarting;
       r.ready_at = now + opt.cold_start_s;
       reps.push_back(std::move(r));
-      ++cold_starts;
+      cold_starts += now >= opt.warmup_s ? 1 : 0;
       ++have;
     }
     while (have > want) {
@@ -256,7 +256,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
       }
       --have;
     }
-    peak = std::max(peak, have);
+    if (now >= opt.warmup_s) peak = std::max(peak, have);
   };
   auto window_mean = [&](bool cpu, double now) {
     double sum = 0;
@@ -297,7 +297,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
       if (best < 0) break;
       int q = queue.front();
       queue.pop_front();
-      waits.Add(std::max(0.0, t - requests[q].arrival));
+      if (requests[q].arrival >= opt.warmup_s) waits.Add(std::max(0.0, t - requests[q].arrival));
       reps[best].active.push_back({q, requests[q].work});
       reps[best].cpu.emplace_back(t, requests[q].cpu);
       reps[best].cpu_sum += requests[q].cpu;
@@ -334,7 +334,10 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
         }
       }
     }
-    provisioned_s += step * reps.size();
+    // Only the part of the step after the warm-up counts; so does the count held across it.
+    const double measured = std::max(0.0, t + step - std::max(t, opt.warmup_s));
+    provisioned_s += measured * reps.size();
+    if (measured > 0) peak = std::max(peak, alive());
     reps.erase(std::remove_if(reps.begin(), reps.end(),
                               [](const Replica& r) {
                                 return r.phase == Phase::kDraining && r.active.empty();

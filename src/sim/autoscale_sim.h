@@ -78,6 +78,10 @@ struct SimOptions {
   double slo_wait_s = 2;
   double dt_s = 0.05;  // fluid step
   int max_replicas = 200;
+  // The first `warmup_s` seconds drive the policies but are not measured (every dynamic policy
+  // starts from one replica, which no service that has been running would): requests arriving
+  // before it, GPU time before it and cold starts begun before it are not counted.
+  double warmup_s = 0;
 };
 
 struct PolicySpec {

@@ -36,6 +36,27 @@ TEST(AutoscaleSim, FixedProvisioningAccountsExactly) {
   EXPECT_GT(r.p99_wait_s, 200);
 }
 
+TEST(AutoscaleSim, WarmupDrivesThePolicyButIsNotMeasured) {
+  ServingModel m;
+  SimOptions o;
+  o.warmup_s = 900;
+  PolicySpec fixed;
+  fixed.kind = "fixed";
+  fixed.min_replicas = 4;
+  SimResult r = Simulate(Steady(3600, 0.25, 0.5), m, o, fixed);
+  EXPECT_EQ(r.requests, 10800);              // arrivals from 900 s on
+  EXPECT_NEAR(r.busy_gpu_hours, 1.5, 1e-6);  // their work only
+  EXPECT_NEAR(r.gpu_hours, 3.0, 0.01);       // 4 replicas for 45 minutes
+  // A dynamic policy's first scale-up (from one replica) falls in the warm-up: not counted.
+  PolicySpec tessera;
+  tessera.kind = "tessera";
+  SimResult cold = Simulate(Steady(3600, 0.25, 0.5), m, SimOptions(), tessera);
+  SimResult warm = Simulate(Steady(3600, 0.25, 0.5), m, o, tessera);
+  EXPECT_GT(cold.cold_starts, 0);
+  EXPECT_LT(warm.cold_starts, cold.cold_starts);
+  EXPECT_GE(warm.slo_attainment, cold.slo_attainment);
+}
+
 TEST(AutoscaleSim, TesseraFollowsASteadyLoadAndScalesToZeroWhenIdle) {
   ServingModel m;
   SimOptions o;
