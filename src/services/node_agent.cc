@@ -261,12 +261,20 @@ void NodeAgent::RestoreLeases() {
   SaveLeases().IgnoreError();  // drops what lapsed
 }
 
+bool NodeAgent::LeaseNeedsSave(const std::string& id, const std::string& holder,
+                               absl::Duration ttl) {
+  auto it = saved_leases_.find({id, holder});
+  return it == saved_leases_.end() || it->second < Now() + ttl * 2 / 3;
+}
+
 absl::Status NodeAgent::SaveLeases() {
   json leases = json::array();
+  std::map<std::pair<std::string, std::string>, absl::Time> saved;
   absl::Time now = Now();
   for (const ModelEntry* e : index_.List()) {
     for (const auto& [holder, expires] : e->leases) {
       if (expires <= now) continue;
+      saved[{e->id, holder}] = expires;
       leases.push_back(
           {{"model", e->id},
            {"holder", holder},
@@ -274,7 +282,11 @@ absl::Status NodeAgent::SaveLeases() {
     }
   }
   absl::Status s = WriteAtomic(dir_ + "/leases.json", json{{"leases", leases}}.dump());
-  if (!s.ok()) ++lease_save_errors_;
+  if (!s.ok()) {
+    ++lease_save_errors_;
+    return s;
+  }
+  saved_leases_ = std::move(saved);
   return s;
 }
 
@@ -537,7 +549,8 @@ HttpReply NodeAgent::PostModel(const HttpCall& call) {
     ++misses_;
     StartFill(id, source, sha);
   }
-  if (!holder.empty() && index_.Lease(id, holder, ttl, Now()).ok()) {
+  if (!holder.empty() && index_.Lease(id, holder, ttl, Now()).ok() &&
+      LeaseNeedsSave(id, holder, ttl)) {
     SaveLeases().IgnoreError();  // the lease holds in memory; the failure is in the metrics
   }
   const ModelEntry* e = index_.Find(id);
@@ -676,7 +689,8 @@ HttpReply NodeAgent::Handle(const HttpCall& call) {
       absl::Status s = index_.Lease(id, holder, ttl, Now());
       if (!s.ok()) return Error(StatusFor(s), std::string(s.message()));
       // Held in memory either way; a pod's renewal retries a lease the disk could not keep.
-      if (absl::Status saved = SaveLeases(); !saved.ok()) {
+      if (absl::Status saved = LeaseNeedsSave(id, holder, ttl) ? SaveLeases() : absl::OkStatus();
+          !saved.ok()) {
         return Error(507, absl::StrCat("lease held until this agent restarts, but not saved: ",
                                        saved.message()));
       }

@@ -69,6 +69,11 @@ class NodeAgent {
   void RestoreLeases();
   // Writes every live lease to leases.json (mu_ held); counts a failure in the metrics.
   absl::Status SaveLeases();
+  // Whether a lease just created or renewed must be written: it is new, or what the file says
+  // would expire within two thirds of its TTL. Holders renew at a third of the TTL
+  // (`tessera fetch --hold`), so a lease restored from the file still lasts until the next
+  // renewal, and a steady renewal writes every other time instead of each time.
+  bool LeaseNeedsSave(const std::string& id, const std::string& holder, absl::Duration ttl);
   void StartFill(const std::string& id, const std::string& source,
                  const std::map<std::string, std::string>& sha256);
   void RunFill(std::string id, std::string source, std::map<std::string, std::string> sha256);
@@ -96,6 +101,7 @@ class NodeAgent {
   std::vector<std::thread> finished_;
   std::atomic<bool> stopping_{false};
   std::vector<std::string> warnings_;
+  std::map<std::pair<std::string, std::string>, absl::Time> saved_leases_;  // as in leases.json
 
   // Metrics (under mu_).
   int64_t hits_ = 0, misses_ = 0, joins_ = 0, origin_bytes_ = 0, evictions_ = 0;

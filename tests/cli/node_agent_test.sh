@@ -122,6 +122,12 @@ check "model b's shared file intact" cmp -s "$MODEL_B/tokenizer.bin" "$WORK/www/
 ID_B=$(basename "$MODEL_B")
 api -o /dev/null -X PUT -d '{"ttlSeconds": 3600}' "http://x/v1/models/$ID_B/leases/pod-b"
 api -o /dev/null -X PUT -d '{"ttlSeconds": 1}' "http://x/v1/models/$ID_B/leases/pod-short"
+# A renewal is written only when the file's expiry is within two thirds of the TTL.
+saved=$(cat "$WORK/cache/leases.json")
+api -o /dev/null -X PUT -d '{"ttlSeconds": 3600}' "http://x/v1/models/$ID_B/leases/pod-b"
+check "an early renewal leaves leases.json alone" test "$(cat "$WORK/cache/leases.json")" = "$saved"
+api -o /dev/null -X PUT -d '{"ttlSeconds": 7200}' "http://x/v1/models/$ID_B/leases/pod-b"
+check "a renewal past two thirds of its TTL is written" test "$(cat "$WORK/cache/leases.json")" != "$saved"
 sleep 1.2
 kill "$AGENT_PID"; wait "$AGENT_PID"
 start_agent 100Mi
