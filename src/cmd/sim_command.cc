@@ -34,10 +34,16 @@ std::vector<sim::PolicySpec> Grid(const sim::PolicySpec& base, bool sweep) {
   if (!sweep) return {base};
   std::vector<sim::PolicySpec> out;
   if (base.kind == "tessera") {
+    // Its two main knobs, each from the defaults: the utilisation target, then the queue target.
     for (double u : {0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95}) {
       sim::PolicySpec s = base;
       s.tessera.target_utilization = u;
       s.tessera.utilization_band = std::min(s.tessera.utilization_band, u / 2);
+      out.push_back(s);
+    }
+    for (double q : {1.0, 16.0, 32.0, 64.0, 128.0, 256.0}) {
+      sim::PolicySpec s = base;
+      s.tessera.target_queue_per_replica = q;
       out.push_back(s);
     }
   } else if (base.kind == "keda-queue") {
@@ -63,6 +69,10 @@ std::vector<sim::PolicySpec> Grid(const sim::PolicySpec& base, bool sweep) {
 }
 
 std::string ParamText(const sim::SimResult& r) {
+  if (r.policy == "tessera") {
+    return absl::StrFormat("util=%g queue/replica=%g", r.params.at("target_utilization"),
+                           r.params.at("target_queue_per_replica"));
+  }
   for (const char* key :
        {"target_utilization", "target_queue_per_replica", "target_cpu_utilization", "replicas"}) {
     auto it = r.params.find(key);

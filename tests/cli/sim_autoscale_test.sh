@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# `tessera sim autoscale` end to end on a small generated Azure-format trace: the table, the
+# frontier of --sweep, the JSON shape of the autoscaler issue, --warmup (fewer requests measured)
+# and located errors for bad input. Usage: sim_autoscale_test.sh path/to/tessera
+set -u
+TESSERA=${1:?usage: sim_autoscale_test.sh path/to/tessera}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# 20 minutes: a base load with two one-minute bursts.
+python3 - "$WORK/trace.csv" <<'PY'
+import datetime, random, sys
+random.seed(3)
+t0 = datetime.datetime(2023, 11, 16, 18, 0, 0)
+t = 0.0
+with open(sys.argv[1], "w") as f:
+    f.write("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+    while True:
+        t += random.expovariate(4.0 if (300 < t < 360 or 900 < t < 960) else 0.6)
+        if t >= 1200:
+            break
+        stamp = (t0 + datetime.timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M:%S.%f")
+        f.write(f"{stamp}0,{random.randint(200, 4000)},{random.randint(10, 400)}\n")
+PY
+
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --format azure --rate-scale 8 \
+  --policy tessera,keda-queue,hpa-cpu,fixed --sweep --json "$WORK/all.json" >"$WORK/all.out" 2>&1
+check "sweep exits 0" test $? = 0
+check "prints the frontier" grep -q "^policy  *90.0%  *95.0%  *98.0%  *99.0%  *99.5%" "$WORK/all.out"
+check "and a frontier row per policy" test "$(grep -cE '^(tessera|keda-queue|hpa-cpu|fixed) +([0-9]+\.[0-9]+|-) ' "$WORK/all.out")" = 4
+python3 - "$WORK/all.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["trace"].endswith("trace.csv"), d["trace"]
+keys = {"policy", "params", "gpu_hours", "busy_gpu_hours", "utilization", "slo_attainment",
+        "p50_wait_s", "p99_wait_s", "requests", "over_60s", "cold_starts"}
+count = {}
+for r in d["runs"]:
+    assert keys <= set(r), sorted(keys - set(r))
+    assert 0 <= r["slo_attainment"] <= 1 and r["gpu_hours"] >= r["busy_gpu_hours"] > 0, r
+    assert abs(r["utilization"] - r["busy_gpu_hours"] / r["gpu_hours"]) < 1e-9, r
+    count[r["policy"]] = count.get(r["policy"], 0) + 1
+# tessera sweeps both of its main knobs (8 utilisation + 6 queue targets).
+assert count == {"tessera": 14, "keda-queue": 7, "hpa-cpu": 9, "fixed": 11}, count
+PY
+check "JSON in the issue's shape, every sweep point" test $? = 0
+
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy fixed --min-replicas 4 --json "$WORK/cold.json" >/dev/null
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy fixed --min-replicas 4 --warmup 5m \
+  --json "$WORK/warm.json" >"$WORK/warm.out"
+check "--warmup is stated" grep -q "measured after a 5m warm-up" "$WORK/warm.out"
+python3 - "$WORK/cold.json" "$WORK/warm.json" <<'PY'
+import json, sys
+cold, warm = (json.load(open(p))["runs"][0] for p in sys.argv[1:3])
+assert warm["requests"] < cold["requests"], (warm["requests"], cold["requests"])
+# Static provisioning: 4 replicas for the measured span only (15 of 20 minutes).
+assert abs(warm["gpu_hours"] / cold["gpu_hours"] - 0.75) < 0.02, (warm["gpu_hours"], cold["gpu_hours"])
+PY
+check "--warmup measures only what follows it" test $? = 0
+
+# Bad input: exit 1, located messages, nothing written.
+printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:00:00.0000000,12,x\n' >"$WORK/bad.csv"
+"$TESSERA" sim autoscale --trace "$WORK/bad.csv" --json "$WORK/bad.json" 2>"$WORK/err" >/dev/null
+check "a malformed row: exit 1" test $? = 1
+check "naming file, line and field" grep -q 'bad.csv:2:.*GeneratedTokens: expected a whole number' "$WORK/err"
+check "and writing no JSON" test ! -e "$WORK/bad.json"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --warmup 2h 2>"$WORK/err" >/dev/null
+check "a warm-up past the trace's end is refused" grep -q 'leaves no request to measure' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy tessera,magic 2>"$WORK/err" >/dev/null
+check "an unknown policy is named" grep -q 'policy magic: expected tessera, keda-queue, hpa-cpu or fixed' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --format parquet 2>"$WORK/err" >/dev/null
+check "an unknown format is named" grep -q 'format parquet: expected azure or servegen' "$WORK/err"
+finish sim_autoscale_test
