@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -137,6 +139,47 @@ std::string S3Location::ObjectUrl(const std::string& key) const {
                       UrlEscape(key, /*keep_slash=*/true));
 }
 
+absl::StatusOr<AwsCredentials> ParseSharedCredentials(const std::string& text,
+                                                      const std::string& path,
+                                                      const std::string& profile) {
+  AwsCredentials c;
+  bool found = false, in_profile = false;
+  int line_no = 0;
+  for (absl::string_view raw : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    absl::string_view line = absl::StripAsciiWhitespace(raw);
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line[0] == '[') {
+      if (line.back() != ']') {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ":", line_no, ": expected a section header such as [default]"));
+      }
+      in_profile = absl::StripAsciiWhitespace(line.substr(1, line.size() - 2)) == profile;
+      found = found || in_profile;
+      continue;
+    }
+    size_t eq = line.find('=');
+    if (eq == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", line_no, ": expected [profile] or key = value"));
+    }
+    if (!in_profile) continue;
+    std::string key = absl::AsciiStrToLower(absl::StripAsciiWhitespace(line.substr(0, eq)));
+    std::string value(absl::StripAsciiWhitespace(line.substr(eq + 1)));
+    if (key == "aws_access_key_id") c.access_key_id = value;
+    if (key == "aws_secret_access_key") c.secret_access_key = value;
+    if (key == "aws_session_token") c.session_token = value;
+  }
+  if (!found) {
+    return absl::NotFoundError(absl::StrCat(path, ": no profile [", profile, "]"));
+  }
+  if (c.access_key_id.empty() || c.secret_access_key.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": profile [", profile, "] needs both aws_access_key_id and aws_secret_access_key"));
+  }
+  return c;
+}
+
 absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
                                          const char* (*getenv_fn)(const char*)) {
   auto env = [getenv_fn](const char* name) -> std::string {
@@ -186,6 +229,32 @@ absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
     return absl::InvalidArgumentError(
         "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together (or neither, for an "
         "anonymous bucket)");
+  }
+  if (loc.credentials.anonymous()) {
+    std::string file = env("AWS_SHARED_CREDENTIALS_FILE");
+    const bool named_file = !file.empty();
+    if (!named_file && !env("HOME").empty()) file = env("HOME") + "/.aws/credentials";
+    std::string profile = env("AWS_PROFILE");
+    const bool named_profile = !profile.empty();
+    if (!named_profile) profile = "default";
+    std::ifstream in(file);
+    if (!file.empty() && in) {
+      std::stringstream text;
+      text << in.rdbuf();
+      absl::StatusOr<AwsCredentials> c = ParseSharedCredentials(text.str(), file, profile);
+      if (c.ok()) {
+        loc.credentials = *c;
+      } else if (!absl::IsNotFound(c.status()) || named_profile) {
+        return c.status();
+      }
+    } else if (named_file) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AWS_SHARED_CREDENTIALS_FILE ", file, ": cannot be read"));
+    } else if (named_profile) {
+      return absl::InvalidArgumentError(absl::StrCat("AWS_PROFILE ", profile,
+                                                     ": no shared credentials file (",
+                                                     file.empty() ? "$HOME unset" : file, ")"));
+    }
   }
   loc.ca_file = env("AWS_CA_BUNDLE");
   return loc;

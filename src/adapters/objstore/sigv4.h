@@ -57,7 +57,19 @@ struct S3Location {
   std::string ObjectUrl(const std::string& key) const;
 };
 
+// The credentials of `profile` in an AWS shared credentials file (INI: `[name]` sections,
+// `aws_access_key_id`, `aws_secret_access_key`, `aws_session_token`; `#`/`;` comments). `path`
+// names the file in errors, which never quote a value. NotFound when the profile is absent.
+absl::StatusOr<AwsCredentials> ParseSharedCredentials(const std::string& text,
+                                                      const std::string& path,
+                                                      const std::string& profile);
+
 // Parses s3://BUCKET/PREFIX and reads the environment via `getenv` (injectable for tests).
+// Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; else the profile
+// AWS_PROFILE (default "default") of the shared credentials file AWS_SHARED_CREDENTIALS_FILE
+// (default $HOME/.aws/credentials; a missing default file or default profile means anonymous,
+// a missing named file or profile is an error); read at each call, so a rotated Secret mounted
+// as that file is picked up by the next fetch.
 absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
                                          const char* (*getenv_fn)(const char*) = nullptr);
 

@@ -6,6 +6,9 @@
 #include <httplib.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -170,6 +173,66 @@ TEST(S3Source, AddressingFromTheEnvironment) {
   EXPECT_THAT(ParseS3Source("s3://Bad_Bucket/x", FakeEnv).status().message(),
               HasSubstr("not a valid S3 bucket name"));
   EXPECT_FALSE(ParseS3Source("http://x/y", FakeEnv).ok());
+}
+
+std::map<std::string, std::string>& TestEnv() {
+  static std::map<std::string, std::string> env;
+  return env;
+}
+const char* TestGetenv(const char* name) {
+  auto it = TestEnv().find(name);
+  return it == TestEnv().end() ? nullptr : it->second.c_str();
+}
+
+TEST(S3Source, SharedCredentialsFileAndProfile) {
+  const std::string dir = ::testing::TempDir() + "/aws-shared-creds";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/credentials";
+  std::ofstream(path) << "# rotated by the Secret\n[default]\naws_access_key_id = AKIDDEFAULT\n"
+                         "aws_secret_access_key = s3cr3t/default\n\n[models]\n"
+                         "aws_access_key_id=AKIDMODELS\naws_secret_access_key=s3cr3t+models\n"
+                         "aws_session_token = tok\n";
+  TestEnv() = {{"AWS_SHARED_CREDENTIALS_FILE", path}};
+  absl::StatusOr<S3Location> l = ParseS3Source("s3://bucket/m/", TestGetenv);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->credentials.access_key_id, "AKIDDEFAULT");
+  EXPECT_EQ(l->credentials.secret_access_key, "s3cr3t/default");
+  TestEnv()["AWS_PROFILE"] = "models";
+  l = ParseS3Source("s3://bucket/m/", TestGetenv);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->credentials.access_key_id, "AKIDMODELS");
+  EXPECT_EQ(l->credentials.session_token, "tok");
+  // The variables win over the file.
+  TestEnv()["AWS_ACCESS_KEY_ID"] = "AKIDENV";
+  TestEnv()["AWS_SECRET_ACCESS_KEY"] = "envsecret";
+  l = ParseS3Source("s3://bucket/m/", TestGetenv);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->credentials.access_key_id, "AKIDENV");
+  // A named profile or file that is not there is an error; the default ones mean anonymous.
+  TestEnv() = {{"AWS_SHARED_CREDENTIALS_FILE", path}, {"AWS_PROFILE", "nope"}};
+  EXPECT_THAT(ParseS3Source("s3://bucket/m/", TestGetenv).status().message(),
+              HasSubstr("no profile [nope]"));
+  TestEnv() = {{"AWS_SHARED_CREDENTIALS_FILE", dir + "/missing"}};
+  EXPECT_THAT(ParseS3Source("s3://bucket/m/", TestGetenv).status().message(),
+              HasSubstr("cannot be read"));
+  TestEnv() = {{"HOME", dir}};  // no $HOME/.aws/credentials
+  l = ParseS3Source("s3://bucket/m/", TestGetenv);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_TRUE(l->credentials.anonymous());
+  TestEnv().clear();
+}
+
+TEST(S3Source, SharedCredentialsErrorsAreLocatedAndQuoteNoSecret) {
+  EXPECT_THAT(ParseSharedCredentials("[default\n", "f", "default").status().message(),
+              HasSubstr("f:1: expected a section header"));
+  EXPECT_THAT(ParseSharedCredentials("[default]\nkey id AKID\n", "f", "default").status().message(),
+              HasSubstr("f:2: expected [profile] or key = value"));
+  absl::Status s =
+      ParseSharedCredentials("[default]\naws_secret_access_key = TOPSECRET\n", "f", "default")
+          .status();
+  EXPECT_THAT(s.message(), HasSubstr("needs both aws_access_key_id and aws_secret_access_key"));
+  EXPECT_THAT(s.message(), Not(HasSubstr("TOPSECRET")));
+  EXPECT_TRUE(absl::IsNotFound(ParseSharedCredentials("[a]\nx = 1\n", "f", "b").status()));
 }
 
 TEST(S3List, PagesEntitiesAndErrors) {
