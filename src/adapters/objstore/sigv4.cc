@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -17,6 +19,7 @@
 #include "adapters/net/http_client.h"
 #include "adapters/objstore/verify.h"
 #include "base/status.h"
+#include "nlohmann/json.hpp"
 
 namespace tessera::adapters::objstore {
 namespace {
@@ -180,6 +183,89 @@ absl::StatusOr<AwsCredentials> ParseSharedCredentials(const std::string& text,
   return c;
 }
 
+absl::StatusOr<AwsCredentials> ParseContainerCredentials(const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError("container credentials: the answer is not a JSON object");
+  }
+  auto text = [&j](const char* key) {
+    return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+  };
+  if (!text("code").empty() || !text("message").empty()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("container credentials: ", text("code"), ": ", text("message")));
+  }
+  AwsCredentials c;
+  c.access_key_id = text("AccessKeyId");
+  c.secret_access_key = text("SecretAccessKey");
+  c.session_token = text("Token");
+  if (c.access_key_id.empty() || c.secret_access_key.empty()) {
+    return absl::InvalidArgumentError(
+        "container credentials: expected string AccessKeyId and SecretAccessKey");
+  }
+  return c;
+}
+
+namespace {
+
+// GETs the container credentials endpoint the environment names.
+absl::StatusOr<AwsCredentials> ContainerCredentials(
+    const std::function<std::string(const char*)>& env) {
+  std::string url = env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+  const std::string var =
+      url.empty() ? "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI" : "AWS_CONTAINER_CREDENTIALS_FULL_URI";
+  if (url.empty()) {
+    url = absl::StrCat("http://169.254.170.2", env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"));
+  } else if (!absl::StartsWith(url, "https://")) {
+    // Plain HTTP only to this host or the ECS / EKS Pod Identity agents.
+    bool allowed = false;
+    for (const char* host :
+         {"http://127.0.0.1", "http://localhost", "http://[::1]", "http://169.254.170.2",
+          "http://169.254.170.23", "http://[fd00:ec2::23]"}) {
+      if (absl::StartsWith(url, host) &&
+          (url.size() == strlen(host) || url[strlen(host)] == ':' || url[strlen(host)] == '/')) {
+        allowed = true;
+      }
+    }
+    if (!allowed) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(var, " ", url,
+                       ": expected https, a loopback address or the ECS / EKS Pod Identity agent"));
+    }
+  }
+  HttpRequest req;
+  req.url = url;
+  req.timeout_ms = 5000;
+  std::string token = env("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+  if (std::string file = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"); !file.empty()) {
+    std::ifstream in(file);
+    if (!in) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE ", file, ": cannot be read"));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    token = std::string(absl::StripAsciiWhitespace(text.str()));
+  }
+  if (!token.empty()) req.headers.push_back("Authorization: " + token);
+  absl::StatusOr<HttpResponse> r = Fetch(req);
+  if (!r.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("container credentials from ", url, ": ", r.status().message()));
+  }
+  absl::StatusOr<AwsCredentials> c = ParseContainerCredentials(r->body);
+  if (r->status != 200) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("container credentials from ", url, ": HTTP ", r->status,
+                     c.ok() ? "" : absl::StrCat(" (", c.status().message(), ")")));
+  }
+  if (!c.ok())
+    return absl::Status(c.status().code(), absl::StrCat(c.status().message(), " (", url, ")"));
+  return c;
+}
+
+}  // namespace
+
 absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
                                          const char* (*getenv_fn)(const char*)) {
   auto env = [getenv_fn](const char* name) -> std::string {
@@ -255,6 +341,10 @@ absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
                                                      ": no shared credentials file (",
                                                      file.empty() ? "$HOME unset" : file, ")"));
     }
+  }
+  if (loc.credentials.anonymous() && (!env("AWS_CONTAINER_CREDENTIALS_FULL_URI").empty() ||
+                                      !env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI").empty())) {
+    TESSERA_ASSIGN_OR_RETURN(loc.credentials, ContainerCredentials(env));
   }
   loc.ca_file = env("AWS_CA_BUNDLE");
   return loc;

@@ -64,12 +64,19 @@ absl::StatusOr<AwsCredentials> ParseSharedCredentials(const std::string& text,
                                                       const std::string& path,
                                                       const std::string& profile);
 
+// The body of a container credentials endpoint (ECS task roles, EKS Pod Identity):
+// {"AccessKeyId", "SecretAccessKey", "Token", "Expiration"}, or {"code", "message"} on error.
+absl::StatusOr<AwsCredentials> ParseContainerCredentials(const std::string& body);
+
 // Parses s3://BUCKET/PREFIX and reads the environment via `getenv` (injectable for tests).
 // Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; else the profile
 // AWS_PROFILE (default "default") of the shared credentials file AWS_SHARED_CREDENTIALS_FILE
 // (default $HOME/.aws/credentials; a missing default file or default profile means anonymous,
-// a missing named file or profile is an error); read at each call, so a rotated Secret mounted
-// as that file is picked up by the next fetch.
+// a missing named file or profile is an error); else, when AWS_CONTAINER_CREDENTIALS_FULL_URI
+// (https, loopback or the ECS / EKS Pod Identity agent addresses) or
+// AWS_CONTAINER_CREDENTIALS_RELATIVE_URI is set, a GET of that endpoint with the Authorization
+// header from AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE or AWS_CONTAINER_AUTHORIZATION_TOKEN (EKS Pod
+// Identity sets these). Read at each call, so rotated credentials are picked up by the next fetch.
 absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
                                          const char* (*getenv_fn)(const char*) = nullptr);
 

@@ -235,6 +235,66 @@ TEST(S3Source, SharedCredentialsErrorsAreLocatedAndQuoteNoSecret) {
   EXPECT_TRUE(absl::IsNotFound(ParseSharedCredentials("[a]\nx = 1\n", "f", "b").status()));
 }
 
+TEST(S3Source, ContainerCredentialsEndpoint) {
+  // The EKS Pod Identity agent's protocol: GET with the token file's content as Authorization.
+  httplib::Server server;
+  std::mutex mu;
+  std::string auth_seen;
+  server.Get("/v1/credentials", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> l(mu);
+    auth_seen = req.get_header_value("Authorization");
+    if (auth_seen != "eyJ.pod.token") {
+      res.status = 403;
+      res.set_content(R"({"code": "AccessDeniedException", "message": "bad token"})",
+                      "application/json");
+      return;
+    }
+    res.set_content(R"({"AccessKeyId": "ASIAPOD", "SecretAccessKey": "podsecret",
+                        "Token": "podtoken", "Expiration": "2026-12-03T06:03:31Z"})",
+                    "application/json");
+  });
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { server.listen_after_bind(); });
+  const std::string dir = ::testing::TempDir() + "/aws-pod-identity";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/token") << "eyJ.pod.token\n";
+  const std::string uri = absl::StrCat("http://127.0.0.1:", port, "/v1/credentials");
+  TestEnv() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", uri},
+               {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", dir + "/token"}};
+  absl::StatusOr<S3Location> l = ParseS3Source("s3://bucket/m/", TestGetenv);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(auth_seen, "eyJ.pod.token");  // the file's newline is not sent
+  EXPECT_EQ(l->credentials.access_key_id, "ASIAPOD");
+  EXPECT_EQ(l->credentials.secret_access_key, "podsecret");
+  EXPECT_EQ(l->credentials.session_token, "podtoken");
+  // A refused token: the endpoint's code and message, never the token.
+  TestEnv()["AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"] = "";
+  TestEnv()["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = "wrong-token";
+  absl::Status s = ParseS3Source("s3://bucket/m/", TestGetenv).status();
+  EXPECT_THAT(s.message(), HasSubstr("HTTP 403"));
+  EXPECT_THAT(s.message(), HasSubstr("AccessDeniedException: bad token"));
+  EXPECT_THAT(s.message(), Not(HasSubstr("wrong-token")));
+  server.stop();
+  t.join();
+  // Plain HTTP only to loopback or the agents' addresses; an unreadable token file is named.
+  TestEnv() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.1.2.3/creds"}};
+  EXPECT_THAT(ParseS3Source("s3://bucket/m/", TestGetenv).status().message(),
+              HasSubstr("expected https, a loopback address"));
+  TestEnv() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", uri},
+               {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", dir + "/missing"}};
+  EXPECT_THAT(ParseS3Source("s3://bucket/m/", TestGetenv).status().message(),
+              HasSubstr("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"));
+  // The keys in the environment win: no endpoint is asked.
+  TestEnv() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.1.2.3/creds"},
+               {"AWS_ACCESS_KEY_ID", "AKID"},
+               {"AWS_SECRET_ACCESS_KEY", "s"}};
+  EXPECT_TRUE(ParseS3Source("s3://bucket/m/", TestGetenv).ok());
+  TestEnv().clear();
+  EXPECT_THAT(ParseContainerCredentials(R"({"AccessKeyId": 5})").status().message(),
+              HasSubstr("expected string AccessKeyId and SecretAccessKey"));
+  EXPECT_FALSE(ParseContainerCredentials("<html>").ok());
+}
+
 TEST(S3List, PagesEntitiesAndErrors) {
   absl::StatusOr<S3ListPage> p = ParseListObjectsV2(
       "<?xml version=\"1.0\"?><ListBucketResult><Name>b</Name><Prefix>m/</Prefix>"
