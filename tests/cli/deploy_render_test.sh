@@ -62,6 +62,8 @@ N="$WORK/node-agent.yaml"
 check "node-agent: a DaemonSet" grep -q 'kind: DaemonSet' "$N"
 check "node-agent: runs node-agent on a Unix socket" grep -q -- '--listen=unix:///run/tessera/agent.sock' "$N"
 check "node-agent: cache on a hostPath" grep -q 'path: /var/lib/tessera/cache' "$N"
+check "node-agent: its own service account (IRSA / Pod Identity)" grep -q 'serviceAccountName: tessera-node-agent' "$N"
+check "node-agent: and the ServiceAccount itself" grep -q 'kind: ServiceAccount' "$N"
 check "node-agent: example init container fetches via the agent" grep -q -- '--agent=unix:///run/tessera/agent.sock' "$N"
 check "node-agent: a sidecar holds the lease" grep -q -- '- --hold' "$N"
 check "node-agent: the server mounts the cache read-only" \

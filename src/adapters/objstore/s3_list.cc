@@ -121,6 +121,15 @@ absl::StatusOr<S3ListPage> ParseListObjectsV2(const std::string& xml) {
   return page;
 }
 
+absl::StatusOr<std::string> XmlText(const std::string& xml, const std::string& tag) {
+  absl::string_view text;
+  size_t end = 0;
+  if (!Element(xml, tag, 0, &text, &end)) {
+    return absl::NotFoundError(absl::StrCat("no <", tag, "> element"));
+  }
+  return DecodeText(text);
+}
+
 std::string S3ErrorSummary(const std::string& xml) {
   absl::string_view code, msg;
   size_t e = 0;

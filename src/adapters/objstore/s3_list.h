@@ -26,7 +26,11 @@ struct S3ListPage {
 
 absl::StatusOr<S3ListPage> ParseListObjectsV2(const std::string& xml);
 
-// "Code: Message" from an S3 <Error> body, or "" when the body is not one.
+// "Code: Message" from an S3 <Error> body (or STS's <ErrorResponse><Error>), or "" when the body
+// is not one.
 std::string S3ErrorSummary(const std::string& xml);
+
+// The decoded text of the first <tag>...</tag> in `xml`; NotFound when there is none.
+absl::StatusOr<std::string> XmlText(const std::string& xml, const std::string& tag);
 
 }  // namespace tessera::adapters::objstore

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "adapters/net/http_client.h"
+#include "adapters/objstore/s3_list.h"
 #include "adapters/objstore/verify.h"
 #include "base/status.h"
 #include "nlohmann/json.hpp"
@@ -206,7 +207,71 @@ absl::StatusOr<AwsCredentials> ParseContainerCredentials(const std::string& body
   return c;
 }
 
+absl::StatusOr<AwsCredentials> ParseAssumeRoleWithWebIdentity(const std::string& xml) {
+  if (std::string err = S3ErrorSummary(xml); !err.empty()) {
+    return absl::PermissionDeniedError(absl::StrCat("STS AssumeRoleWithWebIdentity: ", err));
+  }
+  absl::StatusOr<std::string> creds = XmlText(xml, "Credentials");
+  if (!creds.ok()) {
+    return absl::InvalidArgumentError(
+        "STS AssumeRoleWithWebIdentity: expected a <Credentials> element in the answer");
+  }
+  AwsCredentials c;
+  absl::StatusOr<std::string> id = XmlText(*creds, "AccessKeyId");
+  absl::StatusOr<std::string> secret = XmlText(*creds, "SecretAccessKey");
+  absl::StatusOr<std::string> token = XmlText(*creds, "SessionToken");
+  if (!id.ok() || !secret.ok() || !token.ok() || id->empty() || secret->empty()) {
+    return absl::InvalidArgumentError(
+        "STS AssumeRoleWithWebIdentity: <Credentials> needs AccessKeyId, SecretAccessKey and "
+        "SessionToken");
+  }
+  c.access_key_id = *id;
+  c.secret_access_key = *secret;
+  c.session_token = *token;
+  return c;
+}
+
 namespace {
+
+absl::StatusOr<std::string> ReadSmallFile(const std::string& var, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(var, " ", path, ": cannot be read"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(text.str()));
+}
+
+// IRSA: exchanges the service account's projected token for role credentials.
+absl::StatusOr<AwsCredentials> WebIdentityCredentials(
+    const std::function<std::string(const char*)>& env, const std::string& region) {
+  TESSERA_ASSIGN_OR_RETURN(std::string token, ReadSmallFile("AWS_WEB_IDENTITY_TOKEN_FILE",
+                                                            env("AWS_WEB_IDENTITY_TOKEN_FILE")));
+  std::string endpoint = env("AWS_ENDPOINT_URL_STS");
+  if (endpoint.empty()) endpoint = absl::StrCat("https://sts.", region, ".amazonaws.com");
+  while (absl::EndsWith(endpoint, "/")) endpoint.pop_back();
+  std::string session = env("AWS_ROLE_SESSION_NAME");
+  if (session.empty()) session = "tessera-node-agent";
+  HttpRequest req;
+  req.method = "POST";
+  req.url = endpoint + "/";
+  req.timeout_ms = 10000;
+  req.headers = {"Content-Type: application/x-www-form-urlencoded", "Accept: application/xml"};
+  req.body = absl::StrCat("Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=",
+                          UrlEscape(env("AWS_ROLE_ARN")), "&RoleSessionName=", UrlEscape(session),
+                          "&WebIdentityToken=", UrlEscape(token));
+  absl::StatusOr<HttpResponse> r = Fetch(req);
+  if (!r.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("STS AssumeRoleWithWebIdentity at ", endpoint, ": ", r.status().message()));
+  }
+  absl::StatusOr<AwsCredentials> c = ParseAssumeRoleWithWebIdentity(r->body);
+  if (r->status != 200) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("STS AssumeRoleWithWebIdentity at ", endpoint, ": HTTP ", r->status,
+                     c.ok() ? "" : absl::StrCat(" (", c.status().message(), ")")));
+  }
+  return c;
+}
 
 // GETs the container credentials endpoint the environment names.
 absl::StatusOr<AwsCredentials> ContainerCredentials(
@@ -238,14 +303,7 @@ absl::StatusOr<AwsCredentials> ContainerCredentials(
   req.timeout_ms = 5000;
   std::string token = env("AWS_CONTAINER_AUTHORIZATION_TOKEN");
   if (std::string file = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"); !file.empty()) {
-    std::ifstream in(file);
-    if (!in) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE ", file, ": cannot be read"));
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    token = std::string(absl::StripAsciiWhitespace(text.str()));
+    TESSERA_ASSIGN_OR_RETURN(token, ReadSmallFile("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", file));
   }
   if (!token.empty()) req.headers.push_back("Authorization: " + token);
   absl::StatusOr<HttpResponse> r = Fetch(req);
@@ -341,6 +399,10 @@ absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
                                                      ": no shared credentials file (",
                                                      file.empty() ? "$HOME unset" : file, ")"));
     }
+  }
+  if (loc.credentials.anonymous() && !env("AWS_WEB_IDENTITY_TOKEN_FILE").empty() &&
+      !env("AWS_ROLE_ARN").empty()) {
+    TESSERA_ASSIGN_OR_RETURN(loc.credentials, WebIdentityCredentials(env, loc.region));
   }
   if (loc.credentials.anonymous() && (!env("AWS_CONTAINER_CREDENTIALS_FULL_URI").empty() ||
                                       !env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI").empty())) {

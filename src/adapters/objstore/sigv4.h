@@ -68,11 +68,18 @@ absl::StatusOr<AwsCredentials> ParseSharedCredentials(const std::string& text,
 // {"AccessKeyId", "SecretAccessKey", "Token", "Expiration"}, or {"code", "message"} on error.
 absl::StatusOr<AwsCredentials> ParseContainerCredentials(const std::string& body);
 
+// The credentials in an STS AssumeRoleWithWebIdentity answer (<Credentials> with <AccessKeyId>,
+// <SecretAccessKey>, <SessionToken>), or the <Error>'s code and message.
+absl::StatusOr<AwsCredentials> ParseAssumeRoleWithWebIdentity(const std::string& xml);
+
 // Parses s3://BUCKET/PREFIX and reads the environment via `getenv` (injectable for tests).
 // Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; else the profile
 // AWS_PROFILE (default "default") of the shared credentials file AWS_SHARED_CREDENTIALS_FILE
 // (default $HOME/.aws/credentials; a missing default file or default profile means anonymous,
-// a missing named file or profile is an error); else, when AWS_CONTAINER_CREDENTIALS_FULL_URI
+// a missing named file or profile is an error); else, with AWS_WEB_IDENTITY_TOKEN_FILE and
+// AWS_ROLE_ARN (IRSA), STS AssumeRoleWithWebIdentity at AWS_ENDPOINT_URL_STS or
+// https://sts.REGION.amazonaws.com (session name AWS_ROLE_SESSION_NAME, default
+// "tessera-node-agent"); else, when AWS_CONTAINER_CREDENTIALS_FULL_URI
 // (https, loopback or the ECS / EKS Pod Identity agent addresses) or
 // AWS_CONTAINER_CREDENTIALS_RELATIVE_URI is set, a GET of that endpoint with the Authorization
 // header from AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE or AWS_CONTAINER_AUTHORIZATION_TOKEN (EKS Pod

@@ -295,6 +295,70 @@ TEST(S3Source, ContainerCredentialsEndpoint) {
   EXPECT_FALSE(ParseContainerCredentials("<html>").ok());
 }
 
+TEST(S3Source, WebIdentityThroughSts) {
+  // IRSA: the projected service-account token is exchanged at STS (here a local stand-in that
+  // answers in the documented AssumeRoleWithWebIdentityResponse shape).
+  httplib::Server sts;
+  std::mutex mu;
+  httplib::Params seen;
+  sts.Post("/", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> l(mu);
+    seen = req.params;
+    if (req.get_param_value("WebIdentityToken") != "eyJ.sa.token") {
+      res.status = 400;
+      res.set_content(
+          "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error>"
+          "<Type>Sender</Type><Code>InvalidIdentityToken</Code><Message>Token expired</Message>"
+          "</Error><RequestId>r1</RequestId></ErrorResponse>",
+          "text/xml");
+      return;
+    }
+    res.set_content(
+        "<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+        "<AssumeRoleWithWebIdentityResult><Credentials><SessionToken>sts/token+1</SessionToken>"
+        "<SecretAccessKey>stssecret</SecretAccessKey><Expiration>2026-12-03T06:00:00Z"
+        "</Expiration><AccessKeyId>ASIASTS</AccessKeyId></Credentials>"
+        "<Audience>sts.amazonaws.com</Audience></AssumeRoleWithWebIdentityResult>"
+        "</AssumeRoleWithWebIdentityResponse>",
+        "text/xml");
+  });
+  int port = sts.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { sts.listen_after_bind(); });
+  const std::string dir = ::testing::TempDir() + "/aws-irsa";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/token") << "eyJ.sa.token\n";
+  std::ofstream(dir + "/old") << "eyJ.expired\n";
+  TestEnv() = {{"AWS_WEB_IDENTITY_TOKEN_FILE", dir + "/token"},
+               {"AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/models-reader"},
+               {"AWS_ENDPOINT_URL_STS", absl::StrCat("http://127.0.0.1:", port)}};
+  absl::StatusOr<S3Location> l = ParseS3Source("s3://bucket/m/", TestGetenv);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->credentials.access_key_id, "ASIASTS");
+  EXPECT_EQ(l->credentials.secret_access_key, "stssecret");
+  EXPECT_EQ(l->credentials.session_token, "sts/token+1");
+  EXPECT_EQ(seen.find("Action")->second, "AssumeRoleWithWebIdentity");
+  EXPECT_EQ(seen.find("Version")->second, "2011-06-15");
+  EXPECT_EQ(seen.find("RoleArn")->second, "arn:aws:iam::123456789012:role/models-reader");
+  EXPECT_EQ(seen.find("RoleSessionName")->second, "tessera-node-agent");
+  // STS's refusal: its code and message, not the token.
+  TestEnv()["AWS_WEB_IDENTITY_TOKEN_FILE"] = dir + "/old";
+  absl::Status s = ParseS3Source("s3://bucket/m/", TestGetenv).status();
+  EXPECT_THAT(s.message(), HasSubstr("HTTP 400"));
+  EXPECT_THAT(s.message(), HasSubstr("InvalidIdentityToken: Token expired"));
+  EXPECT_THAT(s.message(), Not(HasSubstr("eyJ.expired")));
+  sts.stop();
+  t.join();
+  TestEnv()["AWS_WEB_IDENTITY_TOKEN_FILE"] = dir + "/missing";
+  EXPECT_THAT(ParseS3Source("s3://bucket/m/", TestGetenv).status().message(),
+              HasSubstr("AWS_WEB_IDENTITY_TOKEN_FILE"));
+  TestEnv().clear();
+  EXPECT_THAT(ParseAssumeRoleWithWebIdentity("<Credentials><AccessKeyId>A</AccessKeyId>"
+                                             "</Credentials>")
+                  .status()
+                  .message(),
+              HasSubstr("needs AccessKeyId, SecretAccessKey and SessionToken"));
+}
+
 TEST(S3List, PagesEntitiesAndErrors) {
   absl::StatusOr<S3ListPage> p = ParseListObjectsV2(
       "<?xml version=\"1.0\"?><ListBucketResult><Name>b</Name><Prefix>m/</Prefix>"
