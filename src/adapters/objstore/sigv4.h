@@ -75,15 +75,16 @@ absl::StatusOr<AwsCredentials> ParseAssumeRoleWithWebIdentity(const std::string&
 // Parses s3://BUCKET/PREFIX and reads the environment via `getenv` (injectable for tests).
 // Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; else the profile
 // AWS_PROFILE (default "default") of the shared credentials file AWS_SHARED_CREDENTIALS_FILE
-// (default $HOME/.aws/credentials; a missing default file or default profile means anonymous,
-// a missing named file or profile is an error); else, with AWS_WEB_IDENTITY_TOKEN_FILE and
+// (default $HOME/.aws/credentials; a missing default file or default profile is skipped, a
+// missing named file or profile is an error); else, with AWS_WEB_IDENTITY_TOKEN_FILE and
 // AWS_ROLE_ARN (IRSA), STS AssumeRoleWithWebIdentity at AWS_ENDPOINT_URL_STS or
 // https://sts.REGION.amazonaws.com (session name AWS_ROLE_SESSION_NAME, default
 // "tessera-node-agent"); else, when AWS_CONTAINER_CREDENTIALS_FULL_URI
 // (https, loopback or the ECS / EKS Pod Identity agent addresses) or
 // AWS_CONTAINER_CREDENTIALS_RELATIVE_URI is set, a GET of that endpoint with the Authorization
 // header from AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE or AWS_CONTAINER_AUTHORIZATION_TOKEN (EKS Pod
-// Identity sets these). Read at each call, so rotated credentials are picked up by the next fetch.
+// Identity sets these); else anonymous. Read at each call, so rotated credentials are picked up by
+// the next fetch.
 absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
                                          const char* (*getenv_fn)(const char*) = nullptr);
 
