@@ -241,6 +241,24 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& var, const std::str
   return std::string(absl::StripAsciiWhitespace(text.str()));
 }
 
+// Sends `req` to a credentials endpoint and reads its answer with `parse`; `what` names the
+// endpoint in errors (which carry its status and error text, never what was sent).
+absl::StatusOr<AwsCredentials> AskForCredentials(
+    const HttpRequest& req, const std::string& what,
+    absl::StatusOr<AwsCredentials> (*parse)(const std::string&)) {
+  absl::StatusOr<HttpResponse> r = Fetch(req);
+  if (!r.ok()) return absl::UnavailableError(absl::StrCat(what, ": ", r.status().message()));
+  absl::StatusOr<AwsCredentials> c = parse(r->body);
+  if (r->status != 200) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        what, ": HTTP ", r->status, c.ok() ? "" : absl::StrCat(" (", c.status().message(), ")")));
+  }
+  if (!c.ok()) {
+    return absl::Status(c.status().code(), absl::StrCat(c.status().message(), " (", what, ")"));
+  }
+  return c;
+}
+
 // IRSA: exchanges the service account's projected token for role credentials.
 absl::StatusOr<AwsCredentials> WebIdentityCredentials(
     const std::function<std::string(const char*)>& env, const std::string& region) {
@@ -259,18 +277,8 @@ absl::StatusOr<AwsCredentials> WebIdentityCredentials(
   req.body = absl::StrCat("Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=",
                           UrlEscape(env("AWS_ROLE_ARN")), "&RoleSessionName=", UrlEscape(session),
                           "&WebIdentityToken=", UrlEscape(token));
-  absl::StatusOr<HttpResponse> r = Fetch(req);
-  if (!r.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("STS AssumeRoleWithWebIdentity at ", endpoint, ": ", r.status().message()));
-  }
-  absl::StatusOr<AwsCredentials> c = ParseAssumeRoleWithWebIdentity(r->body);
-  if (r->status != 200) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("STS AssumeRoleWithWebIdentity at ", endpoint, ": HTTP ", r->status,
-                     c.ok() ? "" : absl::StrCat(" (", c.status().message(), ")")));
-  }
-  return c;
+  return AskForCredentials(req, absl::StrCat("STS AssumeRoleWithWebIdentity at ", endpoint),
+                           ParseAssumeRoleWithWebIdentity);
 }
 
 // GETs the container credentials endpoint the environment names.
@@ -306,20 +314,8 @@ absl::StatusOr<AwsCredentials> ContainerCredentials(
     TESSERA_ASSIGN_OR_RETURN(token, ReadSmallFile("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", file));
   }
   if (!token.empty()) req.headers.push_back("Authorization: " + token);
-  absl::StatusOr<HttpResponse> r = Fetch(req);
-  if (!r.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("container credentials from ", url, ": ", r.status().message()));
-  }
-  absl::StatusOr<AwsCredentials> c = ParseContainerCredentials(r->body);
-  if (r->status != 200) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("container credentials from ", url, ": HTTP ", r->status,
-                     c.ok() ? "" : absl::StrCat(" (", c.status().message(), ")")));
-  }
-  if (!c.ok())
-    return absl::Status(c.status().code(), absl::StrCat(c.status().message(), " (", url, ")"));
-  return c;
+  return AskForCredentials(req, absl::StrCat("container credentials from ", url),
+                           ParseContainerCredentials);
 }
 
 }  // namespace
@@ -381,19 +377,18 @@ absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
     std::string profile = env("AWS_PROFILE");
     const bool named_profile = !profile.empty();
     if (!named_profile) profile = "default";
-    std::ifstream in(file);
-    if (!file.empty() && in) {
-      std::stringstream text;
-      text << in.rdbuf();
-      absl::StatusOr<AwsCredentials> c = ParseSharedCredentials(text.str(), file, profile);
+    absl::StatusOr<std::string> text = file.empty()
+                                           ? absl::NotFoundError("no $HOME")
+                                           : ReadSmallFile("AWS_SHARED_CREDENTIALS_FILE", file);
+    if (text.ok()) {
+      absl::StatusOr<AwsCredentials> c = ParseSharedCredentials(*text, file, profile);
       if (c.ok()) {
         loc.credentials = *c;
       } else if (!absl::IsNotFound(c.status()) || named_profile) {
         return c.status();
       }
     } else if (named_file) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("AWS_SHARED_CREDENTIALS_FILE ", file, ": cannot be read"));
+      return text.status();
     } else if (named_profile) {
       return absl::InvalidArgumentError(absl::StrCat("AWS_PROFILE ", profile,
                                                      ": no shared credentials file (",
