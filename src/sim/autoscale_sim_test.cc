@@ -16,12 +16,17 @@ std::vector<SimRequest> Steady(double seconds, double gap, double work) {
   return out;
 }
 
+PolicySpec Fixed(int replicas) {
+  PolicySpec p;
+  p.kind = "fixed";
+  p.min_replicas = replicas;
+  return p;
+}
+
 TEST(AutoscaleSim, FixedProvisioningAccountsExactly) {
   ServingModel m;
   SimOptions o;
-  PolicySpec fixed;
-  fixed.kind = "fixed";
-  fixed.min_replicas = 4;
+  PolicySpec fixed = Fixed(4);
   SimResult r = Simulate(Steady(3600, 0.25, 0.5), m, o, fixed);
   EXPECT_EQ(r.requests, 14400);
   EXPECT_NEAR(r.busy_gpu_hours, 2.0, 1e-6);  // 14,400 x 0.5 s
@@ -40,10 +45,7 @@ TEST(AutoscaleSim, WarmupDrivesThePolicyButIsNotMeasured) {
   ServingModel m;
   SimOptions o;
   o.warmup_s = 900;
-  PolicySpec fixed;
-  fixed.kind = "fixed";
-  fixed.min_replicas = 4;
-  SimResult r = Simulate(Steady(3600, 0.25, 0.5), m, o, fixed);
+  SimResult r = Simulate(Steady(3600, 0.25, 0.5), m, o, Fixed(4));
   EXPECT_EQ(r.requests, 10800);              // arrivals from 900 s on
   EXPECT_NEAR(r.busy_gpu_hours, 1.5, 1e-6);  // their work only
   EXPECT_NEAR(r.gpu_hours, 3.0, 0.01);       // 4 replicas for 45 minutes

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include "adapters/net/http_client.h"
+#include "adapters/net/test_http_server.h"
 #include "adapters/objstore/fetcher.h"
 #include "adapters/objstore/s3_list.h"
 #include "adapters/objstore/test_origins.h"
@@ -23,6 +23,7 @@
 namespace tessera::adapters::objstore {
 namespace {
 
+using ::tessera::adapters::testing::LocalHttpServer;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace ::tessera::adapters::objstore::testing;  // NOLINT
@@ -92,17 +93,16 @@ TEST(SigV4, CanonicalRequestEncodesOnceAndCarriesTheSessionToken) {
 // a local server that records them; ours must compute the same signature for the same request
 // and time (paths and queries with characters that need encoding, a session token).
 TEST(SigV4, AgreesWithCurlsIndependentSigner) {
-  httplib::Server server;
   std::mutex mu;
   std::vector<std::pair<std::string, httplib::Headers>> seen;
-  server.Get(".*", [&](const httplib::Request& req, httplib::Response& res) {
-    std::lock_guard<std::mutex> l(mu);
-    std::string target = req.target;
-    seen.emplace_back(target, req.headers);
-    res.status = 200;
+  LocalHttpServer server([&](httplib::Server& s) {
+    s.Get(".*", [&](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu);
+      std::string target = req.target;
+      seen.emplace_back(target, req.headers);
+      res.status = 200;
+    });
   });
-  int port = server.bind_to_any_port("127.0.0.1");
-  std::thread t([&] { server.listen_after_bind(); });
   const std::vector<std::string> targets = {
       "/bucket/model-00001-of-00002.safetensors", "/bucket/dir/a%20b%2Bc.bin",
       // Already in sorted order: curl 7.88 signs the query as given (its canonical query sorting
@@ -114,12 +114,11 @@ TEST(SigV4, AgreesWithCurlsIndependentSigner) {
         "-H 'x-amz-content-sha256: ",
         kEmptySha256,
         "' -H 'x-amz-security-token: tok/en+1' "
-        "'http://127.0.0.1:",
-        port, target, "'");
+        "'",
+        server.url(target), "'");
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
-  server.stop();
-  t.join();
+  server.Stop();
   ASSERT_EQ(seen.size(), targets.size());
   for (const auto& entry : seen) {
     const std::string& target = entry.first;
@@ -137,8 +136,7 @@ TEST(SigV4, AgreesWithCurlsIndependentSigner) {
         absl::UTCTimeZone());
     AwsCredentials c{"AKIDEXAMPLE", "se/cret+key", "tok/en+1"};
     absl::StatusOr<std::vector<std::string>> ours =
-        SignV4("GET", absl::StrCat("http://127.0.0.1:", port, target), {}, kEmptySha256, c,
-               "eu-west-1", "s3", when);
+        SignV4("GET", server.url(target), {}, kEmptySha256, c, "eu-west-1", "s3", when);
     ASSERT_TRUE(ours.ok());
     std::string theirs = header("Authorization");
     std::string mine = Authorization(*ours);
@@ -237,28 +235,27 @@ TEST(S3Source, SharedCredentialsErrorsAreLocatedAndQuoteNoSecret) {
 
 TEST(S3Source, ContainerCredentialsEndpoint) {
   // The EKS Pod Identity agent's protocol: GET with the token file's content as Authorization.
-  httplib::Server server;
   std::mutex mu;
   std::string auth_seen;
-  server.Get("/v1/credentials", [&](const httplib::Request& req, httplib::Response& res) {
-    std::lock_guard<std::mutex> l(mu);
-    auth_seen = req.get_header_value("Authorization");
-    if (auth_seen != "eyJ.pod.token") {
-      res.status = 403;
-      res.set_content(R"({"code": "AccessDeniedException", "message": "bad token"})",
-                      "application/json");
-      return;
-    }
-    res.set_content(R"({"AccessKeyId": "ASIAPOD", "SecretAccessKey": "podsecret",
+  LocalHttpServer server([&](httplib::Server& srv) {
+    srv.Get("/v1/credentials", [&](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu);
+      auth_seen = req.get_header_value("Authorization");
+      if (auth_seen != "eyJ.pod.token") {
+        res.status = 403;
+        res.set_content(R"({"code": "AccessDeniedException", "message": "bad token"})",
+                        "application/json");
+        return;
+      }
+      res.set_content(R"({"AccessKeyId": "ASIAPOD", "SecretAccessKey": "podsecret",
                         "Token": "podtoken", "Expiration": "2026-12-03T06:03:31Z"})",
-                    "application/json");
+                      "application/json");
+    });
   });
-  int port = server.bind_to_any_port("127.0.0.1");
-  std::thread t([&] { server.listen_after_bind(); });
   const std::string dir = ::testing::TempDir() + "/aws-pod-identity";
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/token") << "eyJ.pod.token\n";
-  const std::string uri = absl::StrCat("http://127.0.0.1:", port, "/v1/credentials");
+  const std::string uri = server.url("/v1/credentials");
   TestEnv() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", uri},
                {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", dir + "/token"}};
   absl::StatusOr<S3Location> l = ParseS3Source("s3://bucket/m/", TestGetenv);
@@ -274,8 +271,7 @@ TEST(S3Source, ContainerCredentialsEndpoint) {
   EXPECT_THAT(s.message(), HasSubstr("HTTP 403"));
   EXPECT_THAT(s.message(), HasSubstr("AccessDeniedException: bad token"));
   EXPECT_THAT(s.message(), Not(HasSubstr("wrong-token")));
-  server.stop();
-  t.join();
+  server.Stop();
   // Plain HTTP only to loopback or the agents' addresses; an unreadable token file is named.
   TestEnv() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.1.2.3/creds"}};
   EXPECT_THAT(ParseS3Source("s3://bucket/m/", TestGetenv).status().message(),
@@ -298,39 +294,38 @@ TEST(S3Source, ContainerCredentialsEndpoint) {
 TEST(S3Source, WebIdentityThroughSts) {
   // IRSA: the projected service-account token is exchanged at STS (here a local stand-in that
   // answers in the documented AssumeRoleWithWebIdentityResponse shape).
-  httplib::Server sts;
   std::mutex mu;
   httplib::Params seen;
-  sts.Post("/", [&](const httplib::Request& req, httplib::Response& res) {
-    std::lock_guard<std::mutex> l(mu);
-    seen = req.params;
-    if (req.get_param_value("WebIdentityToken") != "eyJ.sa.token") {
-      res.status = 400;
+  LocalHttpServer sts([&](httplib::Server& srv) {
+    srv.Post("/", [&](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu);
+      seen = req.params;
+      if (req.get_param_value("WebIdentityToken") != "eyJ.sa.token") {
+        res.status = 400;
+        res.set_content(
+            "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error>"
+            "<Type>Sender</Type><Code>InvalidIdentityToken</Code><Message>Token expired</Message>"
+            "</Error><RequestId>r1</RequestId></ErrorResponse>",
+            "text/xml");
+        return;
+      }
       res.set_content(
-          "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error>"
-          "<Type>Sender</Type><Code>InvalidIdentityToken</Code><Message>Token expired</Message>"
-          "</Error><RequestId>r1</RequestId></ErrorResponse>",
+          "<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+          "<AssumeRoleWithWebIdentityResult><Credentials><SessionToken>sts/token+1</SessionToken>"
+          "<SecretAccessKey>stssecret</SecretAccessKey><Expiration>2026-12-03T06:00:00Z"
+          "</Expiration><AccessKeyId>ASIASTS</AccessKeyId></Credentials>"
+          "<Audience>sts.amazonaws.com</Audience></AssumeRoleWithWebIdentityResult>"
+          "</AssumeRoleWithWebIdentityResponse>",
           "text/xml");
-      return;
-    }
-    res.set_content(
-        "<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
-        "<AssumeRoleWithWebIdentityResult><Credentials><SessionToken>sts/token+1</SessionToken>"
-        "<SecretAccessKey>stssecret</SecretAccessKey><Expiration>2026-12-03T06:00:00Z"
-        "</Expiration><AccessKeyId>ASIASTS</AccessKeyId></Credentials>"
-        "<Audience>sts.amazonaws.com</Audience></AssumeRoleWithWebIdentityResult>"
-        "</AssumeRoleWithWebIdentityResponse>",
-        "text/xml");
+    });
   });
-  int port = sts.bind_to_any_port("127.0.0.1");
-  std::thread t([&] { sts.listen_after_bind(); });
   const std::string dir = ::testing::TempDir() + "/aws-irsa";
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/token") << "eyJ.sa.token\n";
   std::ofstream(dir + "/old") << "eyJ.expired\n";
   TestEnv() = {{"AWS_WEB_IDENTITY_TOKEN_FILE", dir + "/token"},
                {"AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/models-reader"},
-               {"AWS_ENDPOINT_URL_STS", absl::StrCat("http://127.0.0.1:", port)}};
+               {"AWS_ENDPOINT_URL_STS", sts.url()}};
   absl::StatusOr<S3Location> l = ParseS3Source("s3://bucket/m/", TestGetenv);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->credentials.access_key_id, "ASIASTS");
@@ -346,8 +341,7 @@ TEST(S3Source, WebIdentityThroughSts) {
   EXPECT_THAT(s.message(), HasSubstr("HTTP 400"));
   EXPECT_THAT(s.message(), HasSubstr("InvalidIdentityToken: Token expired"));
   EXPECT_THAT(s.message(), Not(HasSubstr("eyJ.expired")));
-  sts.stop();
-  t.join();
+  sts.Stop();
   TestEnv()["AWS_WEB_IDENTITY_TOKEN_FILE"] = dir + "/missing";
   EXPECT_THAT(ParseS3Source("s3://bucket/m/", TestGetenv).status().message(),
               HasSubstr("AWS_WEB_IDENTITY_TOKEN_FILE"));

@@ -1,0 +1,52 @@
+// Test helper: a cpp-httplib server on a free 127.0.0.1 port, serving on its own thread from
+// construction until Stop() or destruction, so a failed assertion never leaves a thread running.
+//
+// Example:
+//   LocalHttpServer origin([](httplib::Server& s) {
+//     s.Get("/x", [](const httplib::Request&, httplib::Response& res) { res.set_content("hi",
+//     "text/plain"); });
+//   });
+//   Fetch({.url = origin.url("/x")});
+#pragma once
+
+#include <httplib.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace tessera::adapters::testing {
+
+class LocalHttpServer {
+ public:
+  explicit LocalHttpServer(const std::function<void(httplib::Server&)>& routes) {
+    routes(server_);
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~LocalHttpServer() { Stop(); }
+  LocalHttpServer(const LocalHttpServer&) = delete;
+  LocalHttpServer& operator=(const LocalHttpServer&) = delete;
+
+  void Stop() {
+    if (!thread_.joinable()) return;
+    server_.stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+  std::string url(absl::string_view path = "") const {
+    return absl::StrCat("http://127.0.0.1:", port_, path);
+  }
+
+ private:
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace tessera::adapters::testing
