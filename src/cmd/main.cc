@@ -136,7 +136,8 @@ int Main(int argc, char** argv) {
                      "Load multiplier K: each request replayed K times (fractions by chance), "
                      "copies offset by under 1 s");
   sim_as->add_option("--min-replicas", simf.min_replicas,
-                     "Warm baseline for tessera and keda-queue (default 0: scale to zero)");
+                     "Floor of replicas, up at the start: tessera and keda-queue (default 0: scale "
+                     "to zero), hpa-cpu (at least 1)");
   sim_as->add_option("--idle-timeout", simf.idle_timeout,
                      "tessera: idle time before scaling to zero (default 10m)");
   sim_as->add_option("--context-tokens", simf.context_tokens,
@@ -145,8 +146,8 @@ int Main(int argc, char** argv) {
                      "servegen: generated tokens per request (default 128)");
   sim_as->add_option("--duration", simf.duration, "Replay only this much of the trace");
   sim_as->add_option("--warmup", simf.warmup,
-                     "Replay but do not measure the trace's first D (default 0s): every dynamic "
-                     "policy starts from one replica");
+                     "Replay but do not measure the trace's first D (default 0s): every policy "
+                     "starts from its floor of replicas, idle");
   sim_as->add_option("--seed", simf.seed, "Seed for load scaling and synthesis (default 1)");
   sim_as->add_flag("--sweep", simf.sweep,
                    "Run each policy over a grid of its main knob and print the frontier");

@@ -29,10 +29,23 @@ bool Duration(const std::string& flag, const std::string& text, absl::Duration* 
   return true;
 }
 
-// Each policy's main knob, for --sweep.
+// The warm baselines every dynamic policy is also swept over (its main knob at its default): a
+// service's floor of replicas is the other knob its owner sets, and --sweep gives each policy the
+// same floors so that no frontier gains from one the others lack.
+constexpr int kSweptFloors[] = {4, 8, 16, 24, 32};
+
+// Each policy's main knob, then (dynamic policies) its floor, for --sweep.
 std::vector<sim::PolicySpec> Grid(const sim::PolicySpec& base, bool sweep) {
   if (!sweep) return {base};
   std::vector<sim::PolicySpec> out;
+  auto floors = [&] {
+    for (int n : kSweptFloors) {
+      sim::PolicySpec s = base;
+      s.min_replicas = n;
+      s.tessera.min_replicas = n;
+      out.push_back(s);
+    }
+  };
   if (base.kind == "tessera") {
     // Its two main knobs, each from the defaults: the utilisation target, then the queue target.
     for (double u : {0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95}) {
@@ -46,12 +59,14 @@ std::vector<sim::PolicySpec> Grid(const sim::PolicySpec& base, bool sweep) {
       s.tessera.target_queue_per_replica = q;
       out.push_back(s);
     }
+    floors();
   } else if (base.kind == "keda-queue") {
     for (double q : {0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0}) {
       sim::PolicySpec s = base;
       s.keda_target_queue = q;
       out.push_back(s);
     }
+    floors();
   } else if (base.kind == "fixed") {
     for (int n : {2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40}) {
       sim::PolicySpec s = base;
@@ -64,21 +79,29 @@ std::vector<sim::PolicySpec> Grid(const sim::PolicySpec& base, bool sweep) {
       s.hpa_cpu_target = c;
       out.push_back(s);
     }
+    floors();
   }
   return out;
 }
 
 std::string ParamText(const sim::SimResult& r) {
   if (r.policy == "tessera") {
-    return absl::StrFormat("util=%g queue/replica=%g", r.params.at("target_utilization"),
-                           r.params.at("target_queue_per_replica"));
+    return absl::StrFormat("util=%g queue/replica=%g min=%g", r.params.at("target_utilization"),
+                           r.params.at("target_queue_per_replica"), r.params.at("min_replicas"));
   }
-  for (const char* key :
-       {"target_utilization", "target_queue_per_replica", "target_cpu_utilization", "replicas"}) {
+  std::string text;
+  const std::pair<const char*, const char*> shown[] = {
+      {"target_queue_per_replica", "queue/replica"},
+      {"target_cpu_utilization", "cpu"},
+      {"replicas", "replicas"},
+      {"min_replicas", "min"}};
+  for (const auto& [key, label] : shown) {
     auto it = r.params.find(key);
-    if (it != r.params.end()) return absl::StrFormat("%s=%g", key, it->second);
+    if (it != r.params.end()) {
+      absl::StrAppend(&text, text.empty() ? "" : " ", label, absl::StrFormat("=%g", it->second));
+    }
   }
-  return "";
+  return text;
 }
 
 }  // namespace

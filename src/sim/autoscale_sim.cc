@@ -145,7 +145,7 @@ std::map<std::string, double> PolicySpec::Params() const {
   if (kind == "fixed") {
     return {{"replicas", min_replicas}};
   }
-  return {{"target_cpu_utilization", hpa_cpu_target}};
+  return {{"target_cpu_utilization", hpa_cpu_target}, {"min_replicas", std::max(1, min_replicas)}};
 }
 
 std::vector<SimRequest> ScaleRequests(const std::vector<TokenRow>& rows, const ServingModel& m,
@@ -197,8 +197,10 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   res.policy = spec.kind;
   res.params = spec.Params();
   const double dt = opt.dt_s;
-  // A running service: one replica up at the start (`fixed`: all of them).
-  std::vector<Replica> reps(spec.kind == "fixed" ? std::max(1, spec.min_replicas) : 1);
+  // A running service: its floor (at least one replica) is up at the start; `fixed`: all of them.
+  const int floor_replicas =
+      std::max(1, spec.kind == "tessera" ? spec.tessera.min_replicas : spec.min_replicas);
+  std::vector<Replica> reps(floor_replicas);
   for (Replica& r : reps) r.phase = Phase::kReady;
   std::deque<int> queue;
   size_t next = 0;
@@ -393,8 +395,8 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
           desired = static_cast<int>(std::ceil(current * util / spec.hpa_cpu_target - 1e-9));
           ratio = util / spec.hpa_cpu_target;
         }
-        int floor = spec.kind == "hpa-cpu" ? 1 : std::max(1, spec.min_replicas);
-        set_replicas(std::max(floor, hpa.Apply(current, std::max(desired, 1), ratio, t)), t);
+        set_replicas(std::max(floor_replicas, hpa.Apply(current, std::max(desired, 1), ratio, t)),
+                     t);
       }
     }
     if (t >= next_poll && spec.kind != "hpa-cpu" && spec.kind != "fixed") {

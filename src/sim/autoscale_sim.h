@@ -78,8 +78,9 @@ struct SimOptions {
   double slo_wait_s = 2;
   double dt_s = 0.05;  // fluid step
   int max_replicas = 200;
-  // The first `warmup_s` seconds drive the policies but are not measured (every dynamic policy
-  // starts from one replica, which no service that has been running would): requests arriving
+  // The first `warmup_s` seconds drive the policies but are not measured (every policy starts
+  // from its floor of replicas, at least one, ready and idle, which is not how a service that has
+  // been running under load looks): requests arriving
   // before it, GPU time before it and cold starts begun before it are not counted.
   double warmup_s = 0;
 };
@@ -89,7 +90,7 @@ struct PolicySpec {
   autoscale::AutoscalePolicy tessera;  // for kind == tessera
   double keda_target_queue = 5;        // keda-queue: waiting requests per replica (AverageValue)
   double hpa_cpu_target = 0.7;         // hpa-cpu: CPU utilisation of the request, 0-1
-  int min_replicas = 0;                // keda-queue (0 or more); hpa-cpu always >= 1
+  int min_replicas = 0;  // floor of keda-queue (0 or more), hpa-cpu and fixed (at least 1)
   std::map<std::string, double> Params() const;
 };
 

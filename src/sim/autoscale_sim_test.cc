@@ -79,6 +79,24 @@ TEST(AutoscaleSim, TesseraFollowsASteadyLoadAndScalesToZeroWhenIdle) {
   EXPECT_GE(r.cold_starts, 2);  // up from one at the start, and back from zero
 }
 
+TEST(AutoscaleSim, EveryPolicyStartsAtItsFloorAndKeepsIt) {
+  // A service with a floor of 5 has been running with 5 replicas: they are up at the start, so
+  // a load that 2 replicas carry causes no cold start and never takes any policy below 5.
+  ServingModel m;
+  SimOptions o;
+  for (const char* kind : {"tessera", "keda-queue", "hpa-cpu"}) {
+    PolicySpec p;
+    p.kind = kind;
+    p.min_replicas = 5;
+    p.tessera.min_replicas = 5;
+    SimResult r = Simulate(Steady(1800, 0.25, 0.5), m, o, p);
+    EXPECT_EQ(r.cold_starts, 0) << kind;
+    EXPECT_NEAR(r.gpu_hours, 5 * 0.5, 0.01) << kind;
+    EXPECT_EQ(r.peak_replicas, 5) << kind;
+    EXPECT_EQ(r.slo_attainment, 1.0) << kind;
+  }
+}
+
 TEST(AutoscaleSim, HpaCpuNeverScalesToZeroAndKedaQueueDoes) {
   ServingModel m;
   SimOptions o;

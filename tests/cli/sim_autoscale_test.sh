@@ -41,8 +41,17 @@ for r in d["runs"]:
     assert 0 <= r["slo_attainment"] <= 1 and r["gpu_hours"] >= r["busy_gpu_hours"] > 0, r
     assert abs(r["utilization"] - r["busy_gpu_hours"] / r["gpu_hours"]) < 1e-9, r
     count[r["policy"]] = count.get(r["policy"], 0) + 1
-# tessera sweeps both of its main knobs (8 utilisation + 6 queue targets).
-assert count == {"tessera": 14, "keda-queue": 7, "hpa-cpu": 9, "fixed": 11}, count
+# tessera sweeps both of its main knobs (8 utilisation + 6 queue targets), keda-queue and hpa-cpu
+# theirs, and every dynamic policy the same five floors (4, 8, 16, 24, 32).
+assert count == {"tessera": 19, "keda-queue": 12, "hpa-cpu": 14, "fixed": 11}, count
+for kind in ("tessera", "keda-queue", "hpa-cpu"):
+    floors = sorted(r["params"]["min_replicas"] for r in d["runs"]
+                    if r["policy"] == kind and r["params"]["min_replicas"] > 1)
+    assert floors == [4, 8, 16, 24, 32], (kind, floors)
+    # A floor is up from the start: never fewer GPU-hours than the floor's share of the trace.
+    fixed4 = [r for r in d["runs"] if r["policy"] == "fixed" and r["params"]["replicas"] == 4][0]
+    r4 = [r for r in d["runs"] if r["policy"] == kind and r["params"]["min_replicas"] == 4][0]
+    assert r4["gpu_hours"] >= fixed4["gpu_hours"] - 1e-9, (kind, r4["gpu_hours"], fixed4["gpu_hours"])
 PY
 check "JSON in the issue's shape, every sweep point" test $? = 0
 
