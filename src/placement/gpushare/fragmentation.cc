@@ -48,16 +48,35 @@ TargetWorkload TaskClassCounts::Build(double coverage, int step) const {
 void TargetWorkload::Index() {
   shares.clear();
   share_of_class.clear();
+  groups.clear();
+  cpu_only_weight = 0;
+  std::map<std::tuple<int, int, std::vector<std::string>>, std::vector<std::pair<int64_t, double>>>
+      by_group;
   for (const TaskClass& c : classes) {
     if (c.gpu_milli <= 0) {
       share_of_class.push_back(-1);
+      cpu_only_weight += c.weight;
       continue;
     }
     auto it = std::find(shares.begin(), shares.end(), c.gpu_milli);
-    share_of_class.push_back(static_cast<int>(it - shares.begin()));
+    const int s = static_cast<int>(it - shares.begin());
+    share_of_class.push_back(s);
     if (it == shares.end()) {
       shares.push_back(c.gpu_milli);
     }
+    by_group[{s, c.num_gpu, c.gpu_spec}].emplace_back(c.cpu_milli, c.weight);
+  }
+  for (auto& [key, members] : by_group) {
+    std::stable_sort(members.begin(), members.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    Group g;
+    std::tie(g.share, g.num_gpu, g.gpu_spec) = key;
+    g.weight_upto.push_back(0);
+    for (const auto& [cpu, weight] : members) {
+      g.cpu_milli.push_back(cpu);
+      g.weight_upto.push_back(g.weight_upto.back() + weight);
+    }
+    groups.push_back(std::move(g));
   }
 }
 
@@ -97,13 +116,20 @@ double NodeFragmentation(const ClusterState& state, const NodeState& n,
       }
     }
   }
-  double f = 0;
-  for (size_t i = 0; i < target.classes.size(); ++i) {
-    const TaskClass& m = target.classes[i];
-    const int s = target.share_of_class[i];
-    bool runs = s >= 0 && n.cpu_free >= m.cpu_milli && room[s] >= m.num_gpu &&
-                state.ModelAllowed(n.model, m.gpu_spec);
-    f += m.weight * static_cast<double>(runs ? sliver[s] : free_total);
+  // A class runs on the node when it has CPU, GPUs with room and an allowed model; its
+  // fragment is then the slivers too small for it, else all the free GPU.
+  const double all_free = static_cast<double>(free_total);
+  double f = target.cpu_only_weight * all_free;
+  for (const TargetWorkload::Group& g : target.groups) {
+    const double total = g.weight_upto.back();
+    if (room[g.share] < g.num_gpu || !state.ModelAllowed(n.model, g.gpu_spec)) {
+      f += total * all_free;
+      continue;
+    }
+    const size_t fit =
+        std::upper_bound(g.cpu_milli.begin(), g.cpu_milli.end(), n.cpu_free) - g.cpu_milli.begin();
+    const double runs = g.weight_upto[fit];
+    f += runs * static_cast<double>(sliver[g.share]) + (total - runs) * all_free;
   }
   return f;
 }

@@ -29,6 +29,19 @@ struct TargetWorkload {
   // rather than once per class.
   std::vector<int64_t> shares;
   std::vector<int> share_of_class;
+  // Also by Index(): the GPU classes grouped by (share, GPU count, allowed models), each group's
+  // CPU asks ascending with the running sum of their weights, so a node is checked once per
+  // group (a binary search on its free CPU finds the classes that fit) rather than once per
+  // class; and the total weight of the CPU-only classes (all free GPU is their fragment).
+  struct Group {
+    int share = 0;
+    int num_gpu = 0;
+    std::vector<std::string> gpu_spec;
+    std::vector<int64_t> cpu_milli;   // ascending
+    std::vector<double> weight_upto;  // weight_upto[k]: sum of the first k classes' weights
+  };
+  std::vector<Group> groups;
+  double cpu_only_weight = 0;
   void Index();
 };
 

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <random>
 
 #include "gtest/gtest.h"
 #include "placement/gpushare/cluster_state.h"
@@ -71,6 +72,60 @@ TEST(Fragmentation, FormulaOnAHandExample) {
   TargetWorkload t4_only;
   t4_only.classes.push_back({1000, 1, 500, {"T4"}, 1.0, 1});
   EXPECT_DOUBLE_EQ(NodeFragmentation(s, s.node(1), t4_only), 0);
+}
+
+// F_n(M) straight from the definition, one class at a time (what NodeFragmentation's grouped
+// computation must equal).
+double FragmentationByDefinition(const ClusterState& s, const NodeState& n,
+                                 const TargetWorkload& m) {
+  double f = 0;
+  for (const TaskClass& c : m.classes) {
+    int room = 0;
+    int64_t sliver = 0;
+    for (int64_t g : n.gpu_free) {
+      if (g >= c.gpu_milli) {
+        ++room;
+      } else {
+        sliver += g;
+      }
+    }
+    bool runs = c.gpu_milli > 0 && n.cpu_free >= c.cpu_milli && room >= c.num_gpu &&
+                s.ModelAllowed(n.model, c.gpu_spec);
+    f += c.weight * static_cast<double>(runs ? sliver : n.gpu_free_total());
+  }
+  return f;
+}
+
+TEST(Fragmentation, GroupedComputationEqualsTheDefinition) {
+  std::mt19937 rng(7);
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  const std::vector<std::vector<std::string>> specs = {{}, {"G2"}, {"T4"}, {"T4", "V100M16"}};
+  for (int round = 0; round < 200; ++round) {
+    TargetWorkload m;
+    const int classes = 1 + pick(60);
+    for (int i = 0; i < classes; ++i) {
+      const int kind = pick(4);  // CPU-only, shared, whole, multi-GPU
+      TaskClass c;
+      c.cpu_milli = 1000 * pick(40);
+      c.num_gpu = kind == 0 ? 0 : kind == 3 ? 2 + pick(3) : 1;
+      c.gpu_milli = kind == 0 ? 0 : kind == 1 ? 50 * (1 + pick(19)) : 1000;
+      c.gpu_spec = specs[pick(4)];
+      c.weight = 1.0 / classes;
+      m.classes.push_back(c);
+    }
+    m.Index();
+    ClusterState s({{"a", 64000, 262144, 8, "G2"}, {"b", 32000, 131072, 4, "T4"}});
+    for (int node = 0; node < 2; ++node) {
+      for (int k = 0; k < 12; ++k) {
+        PodSpec p = Pod(1000 * pick(8), 1, 50 * (1 + pick(19)));
+        std::vector<int> gpus = BestFitGpus(s.node(node), p);
+        if (s.Fits(node, p) && !gpus.empty()) s.Assign(node, p, gpus);
+      }
+      EXPECT_NEAR(NodeFragmentation(s, s.node(node), m),
+                  FragmentationByDefinition(s, s.node(node), m), 1e-9)
+          << "round " << round << " node " << node;
+    }
+  }
 }
 
 TEST(Fragmentation, IncrementalCountsMatchTheBatchBuildAndStayPerClass) {
