@@ -47,20 +47,17 @@ TargetWorkload TaskClassCounts::Build(double coverage, int step) const {
 
 void TargetWorkload::Index() {
   shares.clear();
-  share_of_class.clear();
   groups.clear();
   cpu_only_weight = 0;
   std::map<std::tuple<int, int, std::vector<std::string>>, std::vector<std::pair<int64_t, double>>>
       by_group;
   for (const TaskClass& c : classes) {
     if (c.gpu_milli <= 0) {
-      share_of_class.push_back(-1);
       cpu_only_weight += c.weight;
       continue;
     }
     auto it = std::find(shares.begin(), shares.end(), c.gpu_milli);
     const int s = static_cast<int>(it - shares.begin());
-    share_of_class.push_back(s);
     if (it == shares.end()) {
       shares.push_back(c.gpu_milli);
     }
@@ -78,6 +75,7 @@ void TargetWorkload::Index() {
     }
     groups.push_back(std::move(g));
   }
+  indexed_classes = classes.size();
 }
 
 double NodeFragmentation(const ClusterState& state, const NodeState& n,
@@ -86,7 +84,7 @@ double NodeFragmentation(const ClusterState& state, const NodeState& n,
   if (free_total == 0) {
     return 0;
   }
-  if (target.share_of_class.size() != target.classes.size()) {
+  if (target.indexed_classes != target.classes.size()) {
     TargetWorkload indexed = target;  // built by hand (tests): index a copy
     indexed.Index();
     return NodeFragmentation(state, n, indexed);

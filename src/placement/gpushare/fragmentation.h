@@ -24,15 +24,14 @@ struct TaskClass {
 
 struct TargetWorkload {
   std::vector<TaskClass> classes;
-  // Derived by Index(): the distinct per-GPU shares of the GPU classes, and each class's
-  // position among them (-1 for CPU-only), so a node's GPUs are scanned once per share
-  // rather than once per class.
+  // Derived by Index(): the distinct per-GPU shares of the GPU classes, so a node's GPUs are
+  // scanned once per share rather than once per class; the GPU classes grouped by (share, GPU
+  // count, allowed models), each group's CPU asks ascending with the running sum of their
+  // weights, so a node is checked once per group (a binary search on its free CPU finds the
+  // classes that fit) rather than once per class; the total weight of the CPU-only classes (all
+  // free GPU is their fragment); and how many classes were indexed (NodeFragmentation indexes a
+  // copy of a workload whose classes changed since).
   std::vector<int64_t> shares;
-  std::vector<int> share_of_class;
-  // Also by Index(): the GPU classes grouped by (share, GPU count, allowed models), each group's
-  // CPU asks ascending with the running sum of their weights, so a node is checked once per
-  // group (a binary search on its free CPU finds the classes that fit) rather than once per
-  // class; and the total weight of the CPU-only classes (all free GPU is their fragment).
   struct Group {
     int share = 0;
     int num_gpu = 0;
@@ -42,6 +41,7 @@ struct TargetWorkload {
   };
   std::vector<Group> groups;
   double cpu_only_weight = 0;
+  size_t indexed_classes = 0;
   void Index();
 };
 
