@@ -129,12 +129,19 @@ int Main(int argc, char** argv) {
       "autoscale", "Replay an LLM-serving trace through autoscaling policies");
   sim_as->add_option("--trace", simf.trace, "Trace file")->required();
   sim_as->add_option("--format", simf.format, "azure (Azure LLM inference 2023) or servegen");
-  sim_as->add_option("--policy", simf.policies, "Comma-separated: tessera,keda-queue,hpa-cpu");
+  sim_as->add_option(
+      "--policy", simf.policies,
+      "Comma-separated: tessera,keda-queue,hpa-cpu,fixed,clairvoyant (a perfect-foresight "
+      "reference)");
   sim_as->add_option("--cold-start", simf.cold_start, "Replica start-up time (default 60s)");
   sim_as->add_option("--slo-wait", simf.slo_wait, "Queue-wait SLO (default 2s)");
   sim_as->add_option("--rate-scale", simf.rate_scale,
                      "Load multiplier K: each request replayed K times (fractions by chance), "
                      "copies offset by under 1 s");
+  sim_as->add_option("--rate-mode", simf.rate_mode,
+                     "How --rate-scale copies an azure trace: dense (default: each copy within 1 s "
+                     "of its original, bursts K times as dense) or independent (each copy of the "
+                     "trace shifted circularly by its own random offset)");
   sim_as->add_option("--min-replicas", simf.min_replicas,
                      "Floor of replicas, up at the start: tessera and keda-queue (default 0: scale "
                      "to zero), hpa-cpu (at least 1)");

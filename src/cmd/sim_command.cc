@@ -67,6 +67,18 @@ std::vector<sim::PolicySpec> Grid(const sim::PolicySpec& base, bool sweep) {
       out.push_back(s);
     }
     floors();
+  } else if (base.kind == "clairvoyant") {
+    // Perfect foresight at every planned utilisation (above 1: fewer replicas than the window's
+    // mean work, leaning on the batch and the SLO's wait), over short to long averaging windows
+    // (a longer one lets a burst's requests wait longer for capacity).
+    for (double w : {2.0, 5.0, 10.0, 20.0, 30.0}) {
+      for (double u : {0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 3.0}) {
+        sim::PolicySpec s = base;
+        s.clairvoyant_utilization = u;
+        s.clairvoyant_window_s = w;
+        out.push_back(s);
+      }
+    }
   } else if (base.kind == "fixed") {
     for (int n : {2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40}) {
       sim::PolicySpec s = base;
@@ -88,6 +100,10 @@ std::string ParamText(const sim::SimResult& r) {
   if (r.policy == "tessera") {
     return absl::StrFormat("util=%g queue/replica=%g min=%g", r.params.at("target_utilization"),
                            r.params.at("target_queue_per_replica"), r.params.at("min_replicas"));
+  }
+  if (r.policy == "clairvoyant") {
+    return absl::StrFormat("util=%g window=%gs", r.params.at("target_utilization"),
+                           r.params.at("window_s"));
   }
   std::string text;
   const std::pair<const char*, const char*> shown[] = {
@@ -119,6 +135,14 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   if (!(f.rate_scale > 0 && f.rate_scale <= 1000)) {
     return Fail("--rate-scale: expected a number above 0 and at most 1000");
   }
+  if (f.rate_mode != "dense" && f.rate_mode != "independent") {
+    return Fail(absl::StrCat("--rate-mode ", f.rate_mode, ": expected dense or independent"));
+  }
+  if (f.rate_mode != "dense" && f.format != "azure") {
+    return Fail(absl::StrCat("--rate-mode ", f.rate_mode,
+                             ": applies to --format azure only (servegen arrivals are synthesised "
+                             "at K times each window's rate)"));
+  }
   absl::StatusOr<std::string> text = adapters::ReadFile(f.trace);
   if (!text.ok()) return Fail(std::string(text.status().message()));
 
@@ -132,7 +156,9 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     for (const adapters::LlmRequestRow& r : *rows) {
       if (r.arrival_s < horizon) tr.push_back({r.arrival_s, r.context_tokens, r.generated_tokens});
     }
-    requests = sim::ScaleRequests(tr, model, f.rate_scale, f.seed);
+    requests = sim::ScaleRequests(
+        tr, model, f.rate_scale, f.seed,
+        f.rate_mode == "independent" ? sim::RateMode::kIndependent : sim::RateMode::kDense);
   } else if (f.format == "servegen") {
     auto windows = adapters::ParseServeGenTrace(f.trace, *text);
     if (!windows.ok()) return Fail(std::string(windows.status().message()));
@@ -164,9 +190,9 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     sim::PolicySpec base;
     base.kind = std::string(name);
     if (base.kind != "tessera" && base.kind != "keda-queue" && base.kind != "hpa-cpu" &&
-        base.kind != "fixed") {
-      return Fail(
-          absl::StrCat("--policy ", name, ": expected tessera, keda-queue, hpa-cpu or fixed"));
+        base.kind != "fixed" && base.kind != "clairvoyant") {
+      return Fail(absl::StrCat("--policy ", name,
+                               ": expected tessera, keda-queue, hpa-cpu, fixed or clairvoyant"));
     }
     base.min_replicas = f.min_replicas;
     base.tessera.min_replicas = f.min_replicas;
@@ -180,8 +206,12 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   }
 
   std::printf(
-      "%s: %zu requests, cold start %s, SLO: queue wait <= %s%s\n", f.trace.c_str(),
-      requests.size(), f.cold_start.c_str(), f.slo_wait.c_str(),
+      "%s: %zu requests%s, cold start %s, SLO: queue wait <= %s%s\n", f.trace.c_str(),
+      requests.size(),
+      f.rate_mode == "independent"
+          ? absl::StrFormat(" (%g independent copies)", f.rate_scale).c_str()
+          : "",
+      f.cold_start.c_str(), f.slo_wait.c_str(),
       opt.warmup_s > 0 ? absl::StrCat("; measured after a ", f.warmup, " warm-up").c_str() : "");
   std::printf("%-11s %-32s %9s %9s %6s %8s %7s %7s %7s %6s %5s\n", "policy", "params", "GPU-h",
               "busy GPU-h", "util", "SLO", "p50 s", "p99 s", ">60s", "cold", "peak");

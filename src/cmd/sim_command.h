@@ -13,7 +13,8 @@ struct SimAutoscaleFlags {
   std::string cold_start = "60s";
   std::string slo_wait = "2s";
   double rate_scale = 1;
-  int min_replicas = 0;  // tessera, keda-queue (0 = scale to zero); hpa-cpu at least 1
+  std::string rate_mode = "dense";  // dense | independent (azure)
+  int min_replicas = 0;             // tessera, keda-queue (0 = scale to zero); hpa-cpu at least 1
   std::string idle_timeout = "10m";
   int64_t context_tokens = 1024;  // servegen: tokens per request (the trace has none)
   int64_t generated_tokens = 128;

@@ -145,21 +145,42 @@ std::map<std::string, double> PolicySpec::Params() const {
   if (kind == "fixed") {
     return {{"replicas", min_replicas}};
   }
+  if (kind == "clairvoyant") {
+    return {{"target_utilization", clairvoyant_utilization},
+            {"window_s", clairvoyant_window_s},
+            {"cold_start_s", 0}};  // filled in by Simulate
+  }
   return {{"target_cpu_utilization", hpa_cpu_target}, {"min_replicas", std::max(1, min_replicas)}};
 }
 
 std::vector<SimRequest> ScaleRequests(const std::vector<TokenRow>& rows, const ServingModel& m,
-                                      double rate_scale, uint64_t seed) {
+                                      double rate_scale, uint64_t seed, RateMode mode) {
   Random rng(seed);
   std::vector<SimRequest> out;
   int whole = static_cast<int>(std::floor(rate_scale));
   double frac = rate_scale - whole;
+  // kIndependent: copy c of the trace starts at shift[c] into it and wraps around its span.
+  std::vector<double> shift;
+  double begin = 0, span = 0;
+  if (mode == RateMode::kIndependent && !rows.empty()) {
+    auto [lo, hi] = std::minmax_element(
+        rows.begin(), rows.end(),
+        [](const TokenRow& a, const TokenRow& b) { return a.arrival_s < b.arrival_s; });
+    begin = lo->arrival_s;
+    span = hi->arrival_s - begin + 1;  // one second past the last arrival, so it wraps to 0
+    shift.push_back(0);
+    for (int c = 1; c <= whole; ++c) shift.push_back(rng.UniformDouble() * span);
+  }
   for (const TokenRow& r : rows) {
     int copies = whole + (rng.Bernoulli(frac) ? 1 : 0);
     for (int c = 0; c < copies; ++c) {
-      double offset = (whole == 1 && frac == 0) ? 0 : rng.UniformDouble();
-      out.push_back(
-          {r.arrival_s + offset, m.Work(r.context, r.generated), m.Cpu(r.context, r.generated)});
+      double at = r.arrival_s;
+      if (!shift.empty()) {
+        at = begin + std::fmod(r.arrival_s - begin + shift[c], span);
+      } else if (!(whole == 1 && frac == 0)) {
+        at += rng.UniformDouble();
+      }
+      out.push_back({at, m.Work(r.context, r.generated), m.Cpu(r.context, r.generated)});
     }
   }
   std::stable_sort(out.begin(), out.end(),
@@ -190,6 +211,36 @@ std::vector<SimRequest> SynthesizeRequests(const std::vector<RateWindow>& window
   return out;
 }
 
+std::vector<int> ClairvoyantPlan(const std::vector<SimRequest>& requests, double cold_start_s,
+                                 double utilization, double window_s) {
+  if (requests.empty()) return {};
+  const int window = std::max(1, static_cast<int>(std::lround(window_s)));
+  const int lead = static_cast<int>(std::ceil(cold_start_s)) + 1;
+  const size_t seconds = static_cast<size_t>(std::ceil(requests.back().arrival)) + 1;
+  // Work arriving up to each second (prefix sums), then replicas needed per second.
+  std::vector<double> upto(seconds + window + 1, 0);
+  for (const SimRequest& r : requests) upto[static_cast<size_t>(r.arrival) + 1] += r.work;
+  for (size_t i = 1; i < upto.size(); ++i) upto[i] += upto[i - 1];
+  std::vector<int> need(seconds + lead + 1, 0);
+  for (size_t i = 0; i < seconds; ++i) {
+    double rate = (upto[i + window] - upto[i]) / window;
+    need[i] = static_cast<int>(std::ceil(rate / utilization - 1e-9));
+  }
+  // Sliding maximum of need over [t, t + lead] (a deque of candidate seconds, need decreasing).
+  std::vector<int> plan(seconds, 0);
+  std::deque<size_t> cand;
+  size_t pushed = 0;
+  for (size_t t = 0; t < seconds; ++t) {
+    for (; pushed <= t + lead && pushed < need.size(); ++pushed) {
+      while (!cand.empty() && need[cand.back()] <= need[pushed]) cand.pop_back();
+      cand.push_back(pushed);
+    }
+    while (cand.front() < t) cand.pop_front();
+    plan[t] = need[cand.front()];
+  }
+  return plan;
+}
+
 SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& model,
                    const SimOptions& opt, const PolicySpec& spec) {
   double cpu_start = ProcessCpuSeconds();
@@ -197,9 +248,18 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   res.policy = spec.kind;
   res.params = spec.Params();
   const double dt = opt.dt_s;
-  // A running service: its floor (at least one replica) is up at the start; `fixed`: all of them.
-  const int floor_replicas =
-      std::max(1, spec.kind == "tessera" ? spec.tessera.min_replicas : spec.min_replicas);
+  const bool clairvoyant = spec.kind == "clairvoyant";
+  std::vector<int> plan;
+  if (clairvoyant) {
+    res.params["cold_start_s"] = opt.cold_start_s;
+    plan = ClairvoyantPlan(requests, opt.cold_start_s, spec.clairvoyant_utilization,
+                           spec.clairvoyant_window_s);
+  }
+  // A running service: its floor (at least one replica) is up at the start; `fixed`: all of them;
+  // `clairvoyant`: what its plan has alive at the start.
+  const int floor_replicas = std::max(1, spec.kind == "tessera" ? spec.tessera.min_replicas
+                                         : clairvoyant          ? (plan.empty() ? 0 : plan[0])
+                                                                : spec.min_replicas);
   std::vector<Replica> reps(floor_replicas);
   for (Replica& r : reps) r.phase = Phase::kReady;
   std::deque<int> queue;
@@ -211,7 +271,9 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   autoscale::AutoscaleState tstate;
   Hpa hpa(spec.kind == "tessera" ? 0 : kHpaDownWindowS);
   double last_active = 0;
-  double next_sync = kHpaSyncS;
+  // The clairvoyant plan is followed every second; the others decide at HPA's sync period.
+  const double sync_period = clairvoyant ? 1 : kHpaSyncS;
+  double next_sync = sync_period;
   double next_poll = spec.kind == "tessera" ? kTesseraPollS : kKedaPollS;
   const double poll_period = next_poll;
   int tessera_decision = 1;
@@ -359,8 +421,13 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
     if (spec.kind == "fixed") {
       // Static provisioning: no controller.
     } else if (t >= next_sync) {
-      next_sync += kHpaSyncS;
-      if (spec.kind == "tessera") {
+      next_sync += sync_period;
+      if (clairvoyant) {
+        // Past the plan's end (the last arrival), hold until the last request is served.
+        size_t second = static_cast<size_t>(t);
+        int want = second < plan.size() ? plan[second] : current;
+        set_replicas(waiting > 0 ? std::max(want, 1) : want, t);
+      } else if (spec.kind == "tessera") {
         absl::Time now = absl::FromUnixSeconds(0) + absl::Seconds(t);
         autoscale::Signals s;
         s.waiting = autoscale::Sample::At(waiting, now);
@@ -399,7 +466,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
                      t);
       }
     }
-    if (t >= next_poll && spec.kind != "hpa-cpu" && spec.kind != "fixed") {
+    if (t >= next_poll && spec.kind != "hpa-cpu" && spec.kind != "fixed" && !clairvoyant) {
       next_poll += poll_period;
       // KEDA: IsActive each polling interval; 0 -> 1 on activity, -> 0 after the cooldown.
       bool active = spec.kind == "tessera" ? tessera_decision > 0 : waiting > 0;

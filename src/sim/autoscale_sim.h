@@ -54,11 +54,21 @@ struct TokenRow {
   int64_t generated = 0;
 };
 
-// `rate_scale` K multiplies the load: every request is replayed floor(K) times, plus once more
-// with probability frac(K), each copy shifted by a uniform offset in [0, 1) s (so copies do not
-// arrive in the same instant). Sorted by arrival.
+// How `rate_scale` multiplies the load.
+enum class RateMode {
+  // Every request is replayed floor(K) times, plus once more with probability frac(K), each
+  // copy shifted by a uniform offset in [0, 1) s (so copies do not arrive in the same instant):
+  // the trace's bursts become K times as dense (a service whose users burst together).
+  kDense,
+  // The same copies, but each copy of the trace (the first as recorded) is shifted circularly by
+  // its own uniform offset over the trace's span: K independent populations of users, whose
+  // bursts overlap only by chance.
+  kIndependent,
+};
+// Sorted by arrival.
 std::vector<SimRequest> ScaleRequests(const std::vector<TokenRow>& rows, const ServingModel& m,
-                                      double rate_scale, uint64_t seed);
+                                      double rate_scale, uint64_t seed,
+                                      RateMode mode = RateMode::kDense);
 
 struct RateWindow {
   double start_s = 0;
@@ -85,12 +95,24 @@ struct SimOptions {
   double warmup_s = 0;
 };
 
+// The `clairvoyant` reference: not a policy anyone can deploy (it reads the trace's future
+// arrivals), but what perfect foresight buys under the same cold start, so that a target can be
+// checked for feasibility. Replicas needed in second i: ceil(work arriving in [i, i + window) /
+// window / utilization); each needed replica is started a cold start (plus one second, the
+// plan's resolution) before it is needed and kept while it is needed again within a cold start
+// (cheaper than a restart), so the replicas alive (starting or ready) in second t are the most
+// needed in any second of [t, t + cold start + 1]. Returns that count per second of the trace.
+std::vector<int> ClairvoyantPlan(const std::vector<SimRequest>& requests, double cold_start_s,
+                                 double utilization, double window_s);
+
 struct PolicySpec {
-  std::string kind;                    // tessera | keda-queue | hpa-cpu
+  std::string kind;                    // tessera | keda-queue | hpa-cpu | fixed | clairvoyant
   autoscale::AutoscalePolicy tessera;  // for kind == tessera
   double keda_target_queue = 5;        // keda-queue: waiting requests per replica (AverageValue)
   double hpa_cpu_target = 0.7;         // hpa-cpu: CPU utilisation of the request, 0-1
   int min_replicas = 0;  // floor of keda-queue (0 or more), hpa-cpu and fixed (at least 1)
+  double clairvoyant_utilization = 0.75;  // clairvoyant: planned busy fraction, 0-1
+  double clairvoyant_window_s = 10;       // clairvoyant: demand averaged over this, >= 1 s
   std::map<std::string, double> Params() const;
 };
 

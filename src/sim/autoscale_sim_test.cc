@@ -113,6 +113,55 @@ TEST(AutoscaleSim, HpaCpuNeverScalesToZeroAndKedaQueueDoes) {
   EXPECT_GE(k.cold_starts, 1);
 }
 
+TEST(AutoscaleSim, ClairvoyantPlanStartsAColdStartAheadAndBridgesShortGaps) {
+  // 30 replica-seconds arrive in second 100: over a 10 s window at utilisation 1 that needs 3
+  // replicas in seconds 91-100, so they start at 91 - 61 = 30 (cold start 60 s + 1 s).
+  std::vector<SimRequest> reqs = {{100.2, 10, 0}, {100.4, 10, 0}, {100.6, 10, 0}};
+  std::vector<int> plan = ClairvoyantPlan(reqs, 60, 1.0, 10);
+  ASSERT_EQ(plan.size(), 102u);  // seconds 0 to 101 (the last arrival's second and one more)
+  EXPECT_EQ(plan[29], 0);
+  EXPECT_EQ(plan[30], 3);
+  EXPECT_EQ(plan[100], 3);
+  EXPECT_EQ(plan[101], 0);
+  // At utilisation 0.5 twice as many.
+  EXPECT_EQ(ClairvoyantPlan(reqs, 60, 0.5, 10)[50], 6);
+  // A second burst 40 s later (under a cold start): the replicas stay through the gap.
+  reqs.push_back({140.5, 10, 0});
+  plan = ClairvoyantPlan(reqs, 60, 1.0, 10);
+  EXPECT_EQ(plan[110], 1);  // one replica is needed again at 131-140
+  EXPECT_EQ(plan[120], 1);
+  // 200 s later (over a cold start): released after the first burst, restarted 61 s ahead.
+  reqs.back().arrival = 340.5;
+  plan = ClairvoyantPlan(reqs, 60, 1.0, 10);
+  EXPECT_EQ(plan[101], 0);
+  EXPECT_EQ(plan[269], 0);
+  EXPECT_EQ(plan[270], 1);
+}
+
+TEST(AutoscaleSim, ClairvoyantMeetsTheSloWhereReactivePoliciesMeetTheColdStart) {
+  // An idle service (one replica) meets a 5-minute burst that needs 4 replicas: whatever reacts
+  // waits a cold start; foresight has them ready, pays only their start and the burst.
+  ServingModel m;
+  SimOptions o;
+  std::vector<SimRequest> reqs = Steady(600, 1, 0.5);
+  for (double t = 600; t < 900; t += 0.125) reqs.push_back({t, 0.5, 0.001});
+  reqs.push_back({1800, 0.5, 0.001});
+  PolicySpec c;
+  c.kind = "clairvoyant";
+  c.clairvoyant_utilization = 0.8;
+  SimResult r = Simulate(reqs, m, o, c);
+  EXPECT_EQ(r.slo_attainment, 1.0);
+  EXPECT_EQ(r.params.at("cold_start_s"), 60);
+  // Busy 4 replicas in the burst -> 5 at 0.8, started 61 s ahead; in the quiet parts 1 (0.5
+  // s of work per second at 0.8).
+  EXPECT_EQ(r.peak_replicas, 5);
+  EXPECT_LT(r.gpu_hours, (1800 + 4 * (300 + 61 + 10)) / 3600.0 * 1.05);
+  PolicySpec t;
+  t.kind = "tessera";
+  SimResult reactive = Simulate(reqs, m, o, t);
+  EXPECT_LT(reactive.slo_attainment, r.slo_attainment);
+}
+
 TEST(AutoscaleSim, RateScaleMultipliesRequests) {
   ServingModel m;
   std::vector<TokenRow> rows = {{0, 1000, 10}, {1, 2000, 20}, {5, 100, 1}};
@@ -121,6 +170,42 @@ TEST(AutoscaleSim, RateScaleMultipliesRequests) {
   for (size_t i = 1; i < r.size(); ++i) EXPECT_LE(r[i - 1].arrival, r[i].arrival);
   EXPECT_NEAR(r[0].work, m.Work(1000, 10), 1e-12);
   EXPECT_EQ(ScaleRequests(rows, m, 1, 7)[1].arrival, 1.0);  // K = 1 replays as recorded
+}
+
+TEST(AutoscaleSim, IndependentCopiesSpreadABurstThatDenseCopiesStack) {
+  ServingModel m;
+  // A 100-second trace: one request per second, and a burst of 50 in second 40.
+  std::vector<TokenRow> rows;
+  for (int i = 0; i < 100; ++i) rows.push_back({i + 0.5, 1000, 10});
+  for (int i = 0; i < 50; ++i) rows.push_back({40.25, 1000, 10});
+  auto per_second = [](const std::vector<SimRequest>& r) {
+    std::vector<int> n(101, 0);
+    for (const SimRequest& q : r) n.at(static_cast<size_t>(q.arrival))++;
+    return n;
+  };
+  std::vector<SimRequest> dense = ScaleRequests(rows, m, 3, 7, RateMode::kDense);
+  std::vector<SimRequest> indep = ScaleRequests(rows, m, 3, 7, RateMode::kIndependent);
+  ASSERT_EQ(dense.size(), 450u);
+  ASSERT_EQ(indep.size(), 450u);
+  for (size_t i = 1; i < indep.size(); ++i) EXPECT_LE(indep[i - 1].arrival, indep[i].arrival);
+  // Dense: the burst is 150 requests within a second of 40.25.
+  int in_burst = 0;
+  for (const SimRequest& q : dense) in_burst += q.arrival >= 40.25 && q.arrival < 41.25 ? 1 : 0;
+  EXPECT_GE(in_burst, 150);
+  // Independent: the trace wraps within its span; the first copy is as recorded (its burst in
+  // second 40) and the others carry theirs elsewhere, so no second holds more than two bursts.
+  // The span is the first arrival to one second past the last: [0.5, 100.5).
+  EXPECT_GE(indep.front().arrival, 0.5);
+  EXPECT_LT(indep.back().arrival, 100.5);
+  std::vector<int> n = per_second(indep);
+  int seconds_with_a_burst = 0, most = 0;
+  for (int c : n) {
+    seconds_with_a_burst += c >= 50 ? 1 : 0;
+    most = std::max(most, c);
+  }
+  EXPECT_GE(seconds_with_a_burst, 2);
+  EXPECT_LT(most, 150);
+  EXPECT_GE(n[40], 50);
 }
 
 TEST(AutoscaleSim, SynthesisKeepsEachWindowsRate) {

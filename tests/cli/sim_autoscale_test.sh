@@ -25,10 +25,10 @@ with open(sys.argv[1], "w") as f:
 PY
 
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --format azure --rate-scale 8 \
-  --policy tessera,keda-queue,hpa-cpu,fixed --sweep --json "$WORK/all.json" >"$WORK/all.out" 2>&1
+  --policy tessera,keda-queue,hpa-cpu,fixed,clairvoyant --sweep --json "$WORK/all.json" >"$WORK/all.out" 2>&1
 check "sweep exits 0" test $? = 0
 check "prints the frontier" grep -q "^policy  *90.0%  *95.0%  *98.0%  *99.0%  *99.5%" "$WORK/all.out"
-check "and a frontier row per policy" test "$(grep -cE '^(tessera|keda-queue|hpa-cpu|fixed) +([0-9]+\.[0-9]+|-) ' "$WORK/all.out")" = 4
+check "and a frontier row per policy" test "$(grep -cE '^(tessera|keda-queue|hpa-cpu|fixed|clairvoyant) +([0-9]+\.[0-9]+|-) ' "$WORK/all.out")" = 5
 python3 - "$WORK/all.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -43,7 +43,16 @@ for r in d["runs"]:
     count[r["policy"]] = count.get(r["policy"], 0) + 1
 # tessera sweeps both of its main knobs (8 utilisation + 6 queue targets), keda-queue and hpa-cpu
 # theirs, and every dynamic policy the same five floors (4, 8, 16, 24, 32).
-assert count == {"tessera": 19, "keda-queue": 12, "hpa-cpu": 14, "fixed": 11}, count
+# clairvoyant: 12 planned utilisations x 5 averaging windows.
+assert count == {"tessera": 19, "keda-queue": 12, "hpa-cpu": 14, "fixed": 11, "clairvoyant": 60}, count
+# Foresight is never beaten: at each attainment another policy reaches, the clairvoyant
+# reference reaches it with at most the GPU-hours of the cheapest static provisioning that does.
+def cheapest(kind, level):
+    c = [r["gpu_hours"] for r in d["runs"] if r["policy"] == kind and r["slo_attainment"] >= level]
+    return min(c) if c else None
+for level in (0.9, 0.95, 0.99):
+    f, c = cheapest("fixed", level), cheapest("clairvoyant", level)
+    assert f is None or (c is not None and c <= f), (level, c, f)
 for kind in ("tessera", "keda-queue", "hpa-cpu"):
     floors = sorted(r["params"]["min_replicas"] for r in d["runs"]
                     if r["policy"] == kind and r["params"]["min_replicas"] > 1)
@@ -77,7 +86,20 @@ check "and writing no JSON" test ! -e "$WORK/bad.json"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --warmup 2h 2>"$WORK/err" >/dev/null
 check "a warm-up past the trace's end is refused" grep -q 'leaves no request to measure' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy tessera,magic 2>"$WORK/err" >/dev/null
-check "an unknown policy is named" grep -q 'policy magic: expected tessera, keda-queue, hpa-cpu or fixed' "$WORK/err"
+check "an unknown policy is named" grep -q 'policy magic: expected tessera, keda-queue, hpa-cpu, fixed or clairvoyant' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --format parquet 2>"$WORK/err" >/dev/null
 check "an unknown format is named" grep -q 'format parquet: expected azure or servegen' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 4 --rate-mode independent \
+  --policy fixed --min-replicas 8 --json "$WORK/indep.json" >"$WORK/indep.out"
+check "--rate-mode independent is stated" grep -q "(4 independent copies)" "$WORK/indep.out"
+python3 - "$WORK/indep.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["runs"][0]
+assert r["requests"] > 0 and r["slo_attainment"] > 0, r
+PY
+check "and runs" test $? = 0
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-mode sideways 2>"$WORK/err" >/dev/null
+check "an unknown rate mode is named" grep -q 'rate-mode sideways: expected dense or independent' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --format servegen --rate-mode independent 2>"$WORK/err" >/dev/null
+check "independent copies are for azure traces only" grep -q 'applies to --format azure only' "$WORK/err"
 finish sim_autoscale_test
