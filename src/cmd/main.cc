@@ -145,6 +145,9 @@ int Main(int argc, char** argv) {
   sim_as->add_option("--min-replicas", simf.min_replicas,
                      "Floor of replicas, up at the start: tessera and keda-queue (default 0: scale "
                      "to zero), hpa-cpu (at least 1)");
+  sim_as->add_option("--scale-down-window", simf.scale_down_window,
+                     "tessera's scaleDownWindow: the highest recommendation within it wins "
+                     "(default 10m)");
   sim_as->add_option("--idle-timeout", simf.idle_timeout,
                      "tessera: idle time before scaling to zero (default 10m)");
   sim_as->add_option("--context-tokens", simf.context_tokens,

@@ -124,11 +124,13 @@ std::string ParamText(const sim::SimResult& r) {
 
 int RunSimAutoscale(const SimAutoscaleFlags& f) {
   std::string error;
-  absl::Duration cold_start, slo_wait, idle_timeout, warmup, duration = absl::InfiniteDuration();
+  absl::Duration cold_start, slo_wait, idle_timeout, down_window, warmup,
+      duration = absl::InfiniteDuration();
   if (!Duration("--cold-start", f.cold_start, &cold_start, &error) ||
       !Duration("--warmup", f.warmup, &warmup, &error) ||
       !Duration("--slo-wait", f.slo_wait, &slo_wait, &error) ||
       !Duration("--idle-timeout", f.idle_timeout, &idle_timeout, &error) ||
+      !Duration("--scale-down-window", f.scale_down_window, &down_window, &error) ||
       (!f.duration.empty() && !Duration("--duration", f.duration, &duration, &error))) {
     return Fail(error);
   }
@@ -198,6 +200,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     base.tessera.min_replicas = f.min_replicas;
     base.tessera.cold_start = cold_start;
     base.tessera.idle_timeout = idle_timeout;
+    base.tessera.scale_down_window = down_window;
     base.tessera.max_replicas = opt.max_replicas;
     if (absl::Status s = base.tessera.Validate(); !s.ok()) return Fail(std::string(s.message()));
     for (const sim::PolicySpec& spec : Grid(base, f.sweep)) {

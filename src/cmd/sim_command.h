@@ -16,7 +16,8 @@ struct SimAutoscaleFlags {
   std::string rate_mode = "dense";  // dense | independent (azure)
   int min_replicas = 0;             // tessera, keda-queue (0 = scale to zero); hpa-cpu at least 1
   std::string idle_timeout = "10m";
-  int64_t context_tokens = 1024;  // servegen: tokens per request (the trace has none)
+  std::string scale_down_window = "10m";  // tessera's scaleDownWindow
+  int64_t context_tokens = 1024;          // servegen: tokens per request (the trace has none)
   int64_t generated_tokens = 128;
   std::string duration;       // optional: only the first part of the trace
   std::string warmup = "0s";  // drives the policies, not measured

@@ -98,6 +98,14 @@ r = json.load(open(sys.argv[1]))["runs"][0]
 assert r["requests"] > 0 and r["slo_attainment"] > 0, r
 PY
 check "and runs" test $? = 0
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy tessera --scale-down-window 2m \
+  --json "$WORK/window.json" >/dev/null
+check "--scale-down-window sets tessera's window" python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))['runs'][0]
+assert r['params']['scale_down_window_s'] == 120, r['params']" "$WORK/window.json"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --scale-down-window soon 2>"$WORK/err" >/dev/null
+check "a bad window is named" grep -q 'scale-down-window soon: expected a duration' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-mode sideways 2>"$WORK/err" >/dev/null
 check "an unknown rate mode is named" grep -q 'rate-mode sideways: expected dense or independent' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --format servegen --rate-mode independent 2>"$WORK/err" >/dev/null
