@@ -111,8 +111,10 @@ struct PolicySpec {
   double keda_target_queue = 5;        // keda-queue: waiting requests per replica (AverageValue)
   double hpa_cpu_target = 0.7;         // hpa-cpu: CPU utilisation of the request, 0-1
   int min_replicas = 0;  // floor of keda-queue (0 or more), hpa-cpu and fixed (at least 1)
-  double clairvoyant_utilization = 0.75;  // clairvoyant: planned busy fraction, 0-1
-  double clairvoyant_window_s = 10;       // clairvoyant: demand averaged over this, >= 1 s
+  // clairvoyant: planned busy fraction of the needed replicas (above 1: fewer replicas than the
+  // window's mean work, leaning on the batch and the SLO's wait)
+  double clairvoyant_utilization = 0.75;
+  double clairvoyant_window_s = 10;  // clairvoyant: demand averaged over this, >= 1 s
   std::map<std::string, double> Params() const;
 };
 
