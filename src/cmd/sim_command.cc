@@ -140,7 +140,8 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   if (f.rate_mode != "dense" && f.rate_mode != "independent") {
     return Fail(absl::StrCat("--rate-mode ", f.rate_mode, ": expected dense or independent"));
   }
-  if (f.rate_mode != "dense" && f.format != "azure") {
+  const bool independent = f.rate_mode == "independent";
+  if (independent && f.format != "azure") {
     return Fail(absl::StrCat("--rate-mode ", f.rate_mode,
                              ": applies to --format azure only (servegen arrivals are synthesised "
                              "at K times each window's rate)"));
@@ -158,9 +159,9 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     for (const adapters::LlmRequestRow& r : *rows) {
       if (r.arrival_s < horizon) tr.push_back({r.arrival_s, r.context_tokens, r.generated_tokens});
     }
-    requests = sim::ScaleRequests(
-        tr, model, f.rate_scale, f.seed,
-        f.rate_mode == "independent" ? sim::RateMode::kIndependent : sim::RateMode::kDense);
+    requests =
+        sim::ScaleRequests(tr, model, f.rate_scale, f.seed,
+                           independent ? sim::RateMode::kIndependent : sim::RateMode::kDense);
   } else if (f.format == "servegen") {
     auto windows = adapters::ParseServeGenTrace(f.trace, *text);
     if (!windows.ok()) return Fail(std::string(windows.status().message()));
@@ -211,9 +212,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   std::printf(
       "%s: %zu requests%s, cold start %s, SLO: queue wait <= %s%s\n", f.trace.c_str(),
       requests.size(),
-      f.rate_mode == "independent"
-          ? absl::StrFormat(" (%g independent copies)", f.rate_scale).c_str()
-          : "",
+      independent ? absl::StrFormat(" (%g independent copies)", f.rate_scale).c_str() : "",
       f.cold_start.c_str(), f.slo_wait.c_str(),
       opt.warmup_s > 0 ? absl::StrCat("; measured after a ", f.warmup, " warm-up").c_str() : "");
   std::printf("%-11s %-32s %9s %9s %6s %8s %7s %7s %7s %6s %5s\n", "policy", "params", "GPU-h",

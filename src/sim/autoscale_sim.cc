@@ -146,9 +146,8 @@ std::map<std::string, double> PolicySpec::Params() const {
     return {{"replicas", min_replicas}};
   }
   if (kind == "clairvoyant") {
-    return {{"target_utilization", clairvoyant_utilization},
-            {"window_s", clairvoyant_window_s},
-            {"cold_start_s", 0}};  // filled in by Simulate
+    // Simulate adds the cold start it planned with (a simulation option, not a policy knob).
+    return {{"target_utilization", clairvoyant_utilization}, {"window_s", clairvoyant_window_s}};
   }
   return {{"target_cpu_utilization", hpa_cpu_target}, {"min_replicas", std::max(1, min_replicas)}};
 }
