@@ -230,6 +230,20 @@ TEST(LlmTraces, ParseAndLocateErrors) {
   ASSERT_EQ(rows->size(), 2u);
   EXPECT_NEAR((*rows)[1].arrival_s, 1.5, 1e-6);
   EXPECT_EQ((*rows)[0].context_tokens, 4808);
+  // The 2024 one-week release: a UTC offset, and no fraction on a whole second.
+  auto week = adapters::ParseAzureLlmTrace(
+      "w.csv",
+      "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00+00:00,100,5\n"
+      "2024-05-10 00:00:00.009930+00:00,200,6\n2024-05-10 02:00:01.5+02:00,300,7\n");
+  ASSERT_TRUE(week.ok()) << week.status();
+  ASSERT_EQ(week->size(), 3u);
+  EXPECT_NEAR((*week)[1].arrival_s, 0.00993, 1e-9);
+  EXPECT_NEAR((*week)[2].arrival_s, 1.5, 1e-9);  // 02:00:01.5 at +02:00 is 00:00:01.5 UTC
+  EXPECT_THAT(adapters::ParseAzureLlmTrace(
+                  "w.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10T00:00:00Z,1,1\n")
+                  .status()
+                  .message(),
+              HasSubstr("w.csv:2:1: TIMESTAMP: expected YYYY-MM-DD HH:MM:SS"));
   auto bad = adapters::ParseAzureLlmTrace(
       "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9,x,10\n");
   EXPECT_THAT(bad.status().message(), HasSubstr("a.csv:2:23: ContextTokens"));

@@ -77,6 +77,43 @@ assert abs(warm["gpu_hours"] / cold["gpu_hours"] - 0.75) < 0.02, (warm["gpu_hour
 PY
 check "--warmup measures only what follows it" test $? = 0
 
+# The same arrivals written as the 2024 one-week release writes them (an offset, here +02:00, and
+# no fraction on a whole second) replay to the same runs.
+python3 - "$WORK/trace.csv" "$WORK/trace2024.csv" <<'PY'
+import datetime, sys
+src, dst = sys.argv[1:3]
+whole = 0
+with open(src) as f, open(dst, "w") as out:
+    out.write(next(f))
+    prev = None
+    for line in f:
+        stamp, rest = line.rstrip("\n").split(",", 1)
+        t = datetime.datetime.strptime(stamp[:26], "%Y-%m-%d %H:%M:%S.%f") + datetime.timedelta(hours=2)
+        text = t.strftime("%Y-%m-%d %H:%M:%S.%f")
+        if t.microsecond < 50000 and (prev is None or t.replace(microsecond=0) >= prev):
+            t = t.replace(microsecond=0)  # a whole second (moves the row by under 50 ms)
+            text = t.strftime("%Y-%m-%d %H:%M:%S")
+            whole += 1
+        prev = t
+        out.write(f"{text}+02:00,{rest}\n")
+assert whole > 0, "no whole-second row written"
+PY
+"$TESSERA" sim autoscale --trace "$WORK/trace2024.csv" --policy tessera,fixed --min-replicas 4 \
+  --json "$WORK/w24.json" >/dev/null 2>&1
+check "2024-form timestamps are read" test $? = 0
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy tessera,fixed --min-replicas 4 \
+  --json "$WORK/w23.json" >/dev/null 2>&1
+python3 - "$WORK/w23.json" "$WORK/w24.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p))["runs"] for p in sys.argv[1:3])
+assert len(a) == len(b) == 2
+for x, y in zip(a, b):
+    assert x["requests"] == y["requests"], (x, y)
+    assert abs(x["gpu_hours"] - y["gpu_hours"]) < 0.02 * x["gpu_hours"], (x, y)
+    assert abs(x["slo_attainment"] - y["slo_attainment"]) < 0.01, (x, y)
+PY
+check "and replay like the 2023 form" test $? = 0
+
 # Bad input: exit 1, located messages, nothing written.
 printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:00:00.0000000,12,x\n' >"$WORK/bad.csv"
 "$TESSERA" sim autoscale --trace "$WORK/bad.csv" --json "$WORK/bad.json" 2>"$WORK/err" >/dev/null

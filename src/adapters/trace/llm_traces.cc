@@ -31,6 +31,15 @@ size_t Column(const std::vector<absl::string_view>& fields, size_t i) {
   return col;
 }
 
+// The 2023 release writes naive UTC times with 7 fractional digits (2023-11-16 18:17:03.9799600);
+// the 2024 one-week release adds an offset and drops a zero fraction (2024-05-10
+// 00:00:00.009930+00:00, 2024-05-10 00:00:01+00:00).
+bool ParseAzureTimestamp(absl::string_view text, absl::Time* t) {
+  std::string err;
+  return absl::ParseTime("%Y-%m-%d %H:%M:%E*S", text, absl::UTCTimeZone(), t, &err) ||
+         absl::ParseTime("%Y-%m-%d %H:%M:%E*S%Ez", text, absl::UTCTimeZone(), t, &err);
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<LlmRequestRow>> ParseAzureLlmTrace(const std::string& file,
@@ -48,11 +57,11 @@ absl::StatusOr<std::vector<LlmRequestRow>> ParseAzureLlmTrace(const std::string&
       return Error(file, i + 1, 1, absl::StrCat("expected 3 fields, found ", f.size()));
     }
     absl::Time t;
-    std::string err;
-    if (!absl::ParseTime("%Y-%m-%d %H:%M:%E*S", f[0], absl::UTCTimeZone(), &t, &err)) {
-      return Error(
-          file, i + 1, 1,
-          absl::StrCat("TIMESTAMP: expected YYYY-MM-DD HH:MM:SS.fffffff, found \"", f[0], "\""));
+    if (!ParseAzureTimestamp(f[0], &t)) {
+      return Error(file, i + 1, 1,
+                   absl::StrCat("TIMESTAMP: expected YYYY-MM-DD HH:MM:SS[.fraction] with an "
+                                "optional UTC offset (+HH:MM), found \"",
+                                f[0], "\""));
     }
     if (t < last) {
       return Error(file, i + 1, 1, "TIMESTAMP: rows must be sorted by time");

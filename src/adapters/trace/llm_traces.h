@@ -1,6 +1,7 @@
 // Readers of the LLM-serving arrival traces used by `tessera sim autoscale`:
-//   azure:    Azure LLM inference trace 2023 (TIMESTAMP,ContextTokens,GeneratedTokens; one row per
-//             request; timestamps "YYYY-MM-DD HH:MM:SS.fffffff", sorted)
+//   azure:    Azure LLM inference traces 2023 and 2024 (TIMESTAMP,ContextTokens,GeneratedTokens;
+//             one row per request, sorted; timestamps "YYYY-MM-DD HH:MM:SS[.fraction]" in UTC or
+//             with an offset "+HH:MM", as the 2024 one-week files write them)
 //   servegen: Alibaba ServeGen per-client windows (no header: window start s, mean rate req/s,
 //             CV, distribution Gamma|Weibull|"", two parameters)
 // CRLF or LF line ends. Errors name the file, line and column and say what was expected.
