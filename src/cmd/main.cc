@@ -128,7 +128,8 @@ int Main(int argc, char** argv) {
   CLI::App* sim_as = sim_cmd->add_subcommand(
       "autoscale", "Replay an LLM-serving trace through autoscaling policies");
   sim_as->add_option("--trace", simf.trace, "Trace file")->required();
-  sim_as->add_option("--format", simf.format, "azure (Azure LLM inference 2023) or servegen");
+  sim_as->add_option("--format", simf.format,
+                     "azure (Azure LLM inference traces, 2023 or 2024) or servegen");
   sim_as->add_option(
       "--policy", simf.policies,
       "Comma-separated: tessera,keda-queue,hpa-cpu,fixed,clairvoyant (a perfect-foresight "
@@ -148,6 +149,9 @@ int Main(int argc, char** argv) {
   sim_as->add_option("--scale-down-window", simf.scale_down_window,
                      "tessera's scaleDownWindow: the highest recommendation within it wins "
                      "(default 10m)");
+  sim_as->add_option("--hpa-tolerance", simf.hpa_tolerance,
+                     "HPA's tolerance for tessera, keda-queue and hpa-cpu (default 0.1, "
+                     "Kubernetes' default; per HPA with the HPAConfigurableTolerance gate)");
   sim_as->add_option("--idle-timeout", simf.idle_timeout,
                      "tessera: idle time before scaling to zero (default 10m)");
   sim_as->add_option("--context-tokens", simf.context_tokens,

@@ -137,6 +137,9 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   if (!(f.rate_scale > 0 && f.rate_scale <= 1000)) {
     return Fail("--rate-scale: expected a number above 0 and at most 1000");
   }
+  if (!(f.hpa_tolerance >= 0 && f.hpa_tolerance < 1)) {
+    return Fail("--hpa-tolerance: expected a fraction of at least 0 and below 1");
+  }
   if (f.rate_mode != "dense" && f.rate_mode != "independent") {
     return Fail(absl::StrCat("--rate-mode ", f.rate_mode, ": expected dense or independent"));
   }
@@ -182,6 +185,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   opt.cold_start_s = absl::ToDoubleSeconds(cold_start);
   opt.slo_wait_s = absl::ToDoubleSeconds(slo_wait);
   opt.warmup_s = absl::ToDoubleSeconds(warmup);
+  opt.hpa_tolerance = f.hpa_tolerance;
   if (!requests.empty() && opt.warmup_s >= requests.back().arrival) {
     return Fail(absl::StrCat("--warmup ", f.warmup,
                              ": leaves no request to measure (the trace's last ", "arrival is at ",

@@ -17,6 +17,7 @@ struct SimAutoscaleFlags {
   int min_replicas = 0;             // tessera, keda-queue (0 = scale to zero); hpa-cpu at least 1
   std::string idle_timeout = "10m";
   std::string scale_down_window = "10m";  // tessera's scaleDownWindow
+  double hpa_tolerance = 0.1;             // HPA's tolerance (every HPA-driven policy)
   int64_t context_tokens = 1024;          // servegen: tokens per request (the trace has none)
   int64_t generated_tokens = 128;
   std::string duration;       // optional: only the first part of the trace

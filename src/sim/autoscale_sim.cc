@@ -14,7 +14,6 @@ namespace {
 // Kubernetes' and KEDA's rules, shared by the two emulated baselines and by the HPA that
 // applies Tessera's metric.
 constexpr double kHpaSyncS = 15;
-constexpr double kHpaTolerance = 0.1;
 constexpr double kHpaDownWindowS = 300;
 constexpr double kKedaCooldownS = 300;
 constexpr double kKedaPollS = 30;
@@ -110,9 +109,10 @@ struct Replica {
 // the scale-down stabilisation window when `down_window_s` > 0.
 class Hpa {
  public:
-  explicit Hpa(double down_window_s) : down_window_s_(down_window_s) {}
+  Hpa(double down_window_s, double tolerance)
+      : down_window_s_(down_window_s), tolerance_(tolerance) {}
   int Apply(int current, int desired, double usage_ratio, double now) {
-    if (std::abs(usage_ratio - 1) <= kHpaTolerance) desired = current;
+    if (std::abs(usage_ratio - 1) <= tolerance_) desired = current;
     recs_.emplace_back(now, desired);
     while (!recs_.empty() && now - recs_.front().first > down_window_s_) recs_.pop_front();
     if (desired < current) {
@@ -125,6 +125,7 @@ class Hpa {
 
  private:
   double down_window_s_;
+  double tolerance_;
   std::deque<std::pair<double, int>> recs_;
 };
 
@@ -268,7 +269,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   for (const SimRequest& r : requests) total_work += r.arrival >= opt.warmup_s ? r.work : 0;
 
   autoscale::AutoscaleState tstate;
-  Hpa hpa(spec.kind == "tessera" ? 0 : kHpaDownWindowS);
+  Hpa hpa(spec.kind == "tessera" ? 0 : kHpaDownWindowS, opt.hpa_tolerance);
   double last_active = 0;
   // The clairvoyant plan is followed every second; the others decide at HPA's sync period.
   const double sync_period = clairvoyant ? 1 : kHpaSyncS;

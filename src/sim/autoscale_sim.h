@@ -93,6 +93,11 @@ struct SimOptions {
   // been running under load looks): requests arriving
   // before it, GPU time before it and cold starts begun before it are not counted.
   double warmup_s = 0;
+  // HPA's tolerance for every HPA-driven policy (tessera through KEDA, keda-queue, hpa-cpu): a
+  // metric within this fraction of its target changes nothing. Kubernetes' default 0.1 is
+  // cluster-wide; per HPA (behavior.scaleUp/scaleDown.tolerance) from Kubernetes 1.33 with the
+  // HPAConfigurableTolerance feature gate, passed through by KEDA 2.18+.
+  double hpa_tolerance = 0.1;
 };
 
 // The `clairvoyant` reference: not a policy anyone can deploy (it reads the trace's future

@@ -147,4 +147,18 @@ check "a bad window is named" grep -q 'scale-down-window soon: expected a durati
 check "an unknown rate mode is named" grep -q 'rate-mode sideways: expected dense or independent' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --format servegen --rate-mode independent 2>"$WORK/err" >/dev/null
 check "independent copies are for azure traces only" grep -q 'applies to --format azure only' "$WORK/err"
+# HPA's tolerance reaches every HPA-driven policy: a wide one skips most changes.
+for tol in 0 0.9; do
+  "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy keda-queue,tessera \
+    --hpa-tolerance $tol --json "$WORK/tol$tol.json" >/dev/null
+done
+python3 - "$WORK/tol0.json" "$WORK/tol0.9.json" <<'PY'
+import json, sys
+tight, wide = (json.load(open(p))["runs"] for p in sys.argv[1:3])
+for a, b in zip(tight, wide):
+    assert b["cold_starts"] < a["cold_starts"], (a["policy"], a["cold_starts"], b["cold_starts"])
+PY
+check "--hpa-tolerance changes what HPA acts on" test $? = 0
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --hpa-tolerance 1 2>"$WORK/err" >/dev/null
+check "a tolerance of 1 is refused" grep -q 'hpa-tolerance: expected a fraction' "$WORK/err"
 finish sim_autoscale_test
