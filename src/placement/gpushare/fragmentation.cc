@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <tuple>
 
 namespace tessera::placement::gpushare {
@@ -47,6 +48,7 @@ TargetWorkload TaskClassCounts::Build(double coverage, int step) const {
 
 void TargetWorkload::Index() {
   shares.clear();
+  specs.clear();
   groups.clear();
   cpu_only_weight = 0;
   std::map<std::tuple<int, int, std::vector<std::string>>, std::vector<std::pair<int64_t, double>>>
@@ -68,6 +70,9 @@ void TargetWorkload::Index() {
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     Group g;
     std::tie(g.share, g.num_gpu, g.gpu_spec) = key;
+    auto spec = std::find(specs.begin(), specs.end(), g.gpu_spec);
+    g.spec = static_cast<int>(spec - specs.begin());
+    if (spec == specs.end()) specs.push_back(g.gpu_spec);
     g.weight_upto.push_back(0);
     for (const auto& [cpu, weight] : members) {
       g.cpu_milli.push_back(cpu);
@@ -93,15 +98,25 @@ double NodeFragmentation(const ClusterState& state, const NodeState& n,
   constexpr size_t kStack = 64;
   int room_stack[kStack];
   int64_t sliver_stack[kStack];
+  bool allowed_stack[kStack];
   std::vector<int> room_heap;
   std::vector<int64_t> sliver_heap;
+  std::unique_ptr<bool[]> allowed_heap;
   int* room = room_stack;
   int64_t* sliver = sliver_stack;
+  bool* allowed = allowed_stack;
   if (target.shares.size() > kStack) {
     room_heap.resize(target.shares.size());
     sliver_heap.resize(target.shares.size());
     room = room_heap.data();
     sliver = sliver_heap.data();
+  }
+  if (target.specs.size() > kStack) {
+    allowed_heap = std::make_unique<bool[]>(target.specs.size());
+    allowed = allowed_heap.get();
+  }
+  for (size_t s = 0; s < target.specs.size(); ++s) {
+    allowed[s] = state.ModelAllowed(n.model, target.specs[s]);
   }
   for (size_t s = 0; s < target.shares.size(); ++s) {
     room[s] = 0;
@@ -120,7 +135,7 @@ double NodeFragmentation(const ClusterState& state, const NodeState& n,
   double f = target.cpu_only_weight * all_free;
   for (const TargetWorkload::Group& g : target.groups) {
     const double total = g.weight_upto.back();
-    if (room[g.share] < g.num_gpu || !state.ModelAllowed(n.model, g.gpu_spec)) {
+    if (room[g.share] < g.num_gpu || !allowed[g.spec]) {
       f += total * all_free;
       continue;
     }

@@ -28,14 +28,17 @@ struct TargetWorkload {
   // scanned once per share rather than once per class; the GPU classes grouped by (share, GPU
   // count, allowed models), each group's CPU asks ascending with the running sum of their
   // weights, so a node is checked once per group (a binary search on its free CPU finds the
-  // classes that fit) rather than once per class; the total weight of the CPU-only classes (all
-  // free GPU is their fragment); and how many classes were indexed (NodeFragmentation indexes a
-  // copy of a workload whose classes changed since).
+  // classes that fit) rather than once per class; the distinct model constraints, so a node's
+  // model is checked once per constraint rather than once per group; the total weight of the
+  // CPU-only classes (all free GPU is their fragment); and how many classes were indexed
+  // (NodeFragmentation indexes a copy of a workload whose classes changed since).
   std::vector<int64_t> shares;
+  std::vector<std::vector<std::string>> specs;  // distinct allowed-model lists
   struct Group {
     int share = 0;
     int num_gpu = 0;
     std::vector<std::string> gpu_spec;
+    int spec = 0;                     // index of gpu_spec in specs
     std::vector<int64_t> cpu_milli;   // ascending
     std::vector<double> weight_upto;  // weight_upto[k]: sum of the first k classes' weights
   };
