@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "adapters/io/files.h"
 #include "adapters/keda/scaler.h"
 #include "cmd/signals.h"
@@ -24,10 +25,10 @@ int RunScaler(const ScalerFlags& flags) {
   absl::StatusOr<adapters::ScalerConfig> config =
       adapters::DecodeScalerConfig(flags.config_file, *text);
   if (!config.ok()) return Fail(std::string(config.status().message()));
-  adapters::PromSource source(
-      {.url = config->prometheus_url,
-       .timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(config->timeout)),
-       .bearer_token = ""});
+  if (std::vector<std::string> bad = config->UnreadableFiles(); !bad.empty()) {
+    return Fail(absl::StrCat(flags.config_file, ": cannot read ", absl::StrJoin(bad, "; ")));
+  }
+  adapters::PromSource source(config->PrometheusClient());
   RealClock clock;
   adapters::Scaler scaler(*config, source, clock);
   std::atomic<bool>& stop = StopOnSignal();

@@ -2,7 +2,10 @@
 
 #include <set>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "adapters/io/files.h"
 #include "adapters/k8s/decoders.h"
 #include "adapters/k8s/yaml_reader.h"
 #include "base/status.h"
@@ -31,11 +34,114 @@ absl::StatusOr<int> ReadInt(const Field& f, int64_t min, int64_t max, int dflt) 
   return static_cast<int>(v.value_or(dflt));
 }
 
+// An HTTP header name is an RFC 9110 token.
+bool HeaderName(const std::string& name) {
+  if (name.empty()) return false;
+  for (char ch : name) {
+    if (!absl::ascii_isalnum(ch) &&
+        std::string_view("!#$%&'*+-.^_`|~").find(ch) == std::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status ReadPrometheusAccess(const Field& prom, ScalerConfig& c) {
+  TESSERA_ASSIGN_OR_RETURN(c.prometheus_bearer_token_file,
+                           prom.Get("bearerTokenFile").StringOr(""));
+  if (Field basic = prom.Get("basicAuth"); basic.present()) {
+    TESSERA_RETURN_IF_ERROR(basic.RequireMap());
+    TESSERA_RETURN_IF_ERROR(basic.OnlyKeys({"username", "passwordFile"}));
+    if (!c.prometheus_bearer_token_file.empty()) {
+      return basic.Error("give either bearerTokenFile or basicAuth, not both");
+    }
+    TESSERA_ASSIGN_OR_RETURN(c.prometheus_basic_username, basic.Get("username").String());
+    TESSERA_ASSIGN_OR_RETURN(c.prometheus_basic_password_file, basic.Get("passwordFile").String());
+    if (c.prometheus_basic_username.empty() ||
+        c.prometheus_basic_username.find(':') != std::string::npos) {
+      return basic.Get("username").Error("expected a user name without ':'");
+    }
+  }
+  const bool authorised =
+      !c.prometheus_bearer_token_file.empty() || !c.prometheus_basic_username.empty();
+  if (Field headers = prom.Get("headers"); headers.present()) {
+    TESSERA_RETURN_IF_ERROR(headers.RequireMap());
+    for (auto it = headers.node().begin(); it != headers.node().end(); ++it) {
+      const std::string name = it->first.Scalar();
+      Field value = headers.Get(name);
+      if (!HeaderName(name)) {
+        return value.Error(absl::StrCat("\"", name, "\": expected an HTTP header name"));
+      }
+      if (authorised && absl::EqualsIgnoreCase(name, "Authorization")) {
+        return value.Error("Authorization comes from bearerTokenFile or basicAuth here; give one");
+      }
+      TESSERA_ASSIGN_OR_RETURN(std::string text, value.String());
+      if (text.find_first_of(std::string("\r\n\0", 3)) != std::string::npos) {
+        return value.Error("a header value must be one line");
+      }
+      c.prometheus_headers.emplace_back(name, text);
+    }
+  }
+  if (Field tls = prom.Get("tls"); tls.present()) {
+    TESSERA_RETURN_IF_ERROR(tls.RequireMap());
+    TESSERA_RETURN_IF_ERROR(tls.OnlyKeys({"caFile", "certFile", "keyFile", "insecureSkipVerify"}));
+    if (c.prometheus_url.rfind("https://", 0) != 0) {
+      return tls.Error("applies to an https:// url only");
+    }
+    TlsOptions& t = c.prometheus_tls;
+    TESSERA_ASSIGN_OR_RETURN(t.ca_file, tls.Get("caFile").StringOr(""));
+    TESSERA_ASSIGN_OR_RETURN(t.client_cert_file, tls.Get("certFile").StringOr(""));
+    TESSERA_ASSIGN_OR_RETURN(t.client_key_file, tls.Get("keyFile").StringOr(""));
+    if (t.client_cert_file.empty() != t.client_key_file.empty()) {
+      return tls.Error("certFile and keyFile go together (a client certificate and its key)");
+    }
+    TESSERA_ASSIGN_OR_RETURN(std::string insecure, tls.Get("insecureSkipVerify").StringOr("false"));
+    if (insecure != "true" && insecure != "false") {
+      return tls.Get("insecureSkipVerify").Error("expected true or false");
+    }
+    t.insecure_skip_verify = insecure == "true";
+  }
+  return absl::OkStatus();
+}
+
 std::string Label(const std::string& key, const std::string& value) {
   return absl::StrCat(key, "=\"", value, "\"");
 }
 
 }  // namespace
+
+PromConfig ScalerConfig::PrometheusClient() const {
+  PromConfig p;
+  p.url = prometheus_url;
+  p.timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
+  p.bearer_token_file = prometheus_bearer_token_file;
+  p.basic_username = prometheus_basic_username;
+  p.basic_password_file = prometheus_basic_password_file;
+  for (const auto& [name, value] : prometheus_headers) {
+    p.headers.push_back(absl::StrCat(name, ": ", value));
+  }
+  p.tls = prometheus_tls;
+  return p;
+}
+
+std::vector<std::string> ScalerConfig::UnreadableFiles() const {
+  std::vector<std::string> out;
+  const std::pair<const char*, const std::string*> files[] = {
+      {"prometheus.bearerTokenFile", &prometheus_bearer_token_file},
+      {"prometheus.basicAuth.passwordFile", &prometheus_basic_password_file},
+      {"prometheus.tls.caFile", &prometheus_tls.ca_file},
+      {"prometheus.tls.certFile", &prometheus_tls.client_cert_file},
+      {"prometheus.tls.keyFile", &prometheus_tls.client_key_file},
+      {"tls.certFile", &tls_cert_file},
+      {"tls.keyFile", &tls_key_file},
+      {"tls.clientCAFile", &tls_client_ca_file}};
+  for (const auto& [field, file] : files) {
+    if (file->empty()) continue;
+    absl::StatusOr<std::string> text = ReadFile(*file);
+    if (!text.ok()) out.push_back(absl::StrCat(field, ": ", text.status().message()));
+  }
+  return out;
+}
 
 const ServiceConfig* ScalerConfig::Find(const std::string& name) const {
   for (const ServiceConfig& s : services) {
@@ -62,7 +168,8 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
   ScalerConfig c;
   Field prom = doc.Get("prometheus");
   TESSERA_RETURN_IF_ERROR(prom.RequireMap());
-  TESSERA_RETURN_IF_ERROR(prom.OnlyKeys({"url", "timeout", "pollInterval"}));
+  TESSERA_RETURN_IF_ERROR(prom.OnlyKeys(
+      {"url", "timeout", "pollInterval", "bearerTokenFile", "basicAuth", "headers", "tls"}));
   TESSERA_ASSIGN_OR_RETURN(c.prometheus_url, prom.Get("url").String());
   if (c.prometheus_url.rfind("http://", 0) != 0 && c.prometheus_url.rfind("https://", 0) != 0) {
     return prom.Get("url").Error("expected an http:// or https:// URL");
@@ -74,6 +181,7 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
   if (c.timeout <= absl::ZeroDuration() || c.poll_interval <= absl::ZeroDuration()) {
     return prom.Error("timeout and pollInterval must be above 0");
   }
+  TESSERA_RETURN_IF_ERROR(ReadPrometheusAccess(prom, c));
   if (Field tls = doc.Get("tls"); tls.present()) {
     TESSERA_RETURN_IF_ERROR(tls.RequireMap());
     TESSERA_RETURN_IF_ERROR(tls.OnlyKeys({"certFile", "keyFile", "clientCAFile"}));

@@ -77,5 +77,69 @@ TEST(ScalerConfig, ErrorsNameTheLineAndField) {
   EXPECT_FALSE(DecodeScalerConfig("s.yaml", "kind: Fleet\n").ok());
 }
 
+absl::StatusOr<ScalerConfig> WithPrometheus(const std::string& prometheus) {
+  return DecodeScalerConfig("s.yaml",
+                            "apiVersion: tessera.io/v1alpha1\nkind: ScalerConfig\n" + prometheus +
+                                "services:\n  - {name: a, queueQuery: q, readyQuery: r}\n");
+}
+
+TEST(ScalerConfig, PrometheusBehindAuthenticationAndTls) {
+  absl::StatusOr<ScalerConfig> c = WithPrometheus(R"(prometheus:
+  url: https://thanos-querier.openshift-monitoring.svc:9091
+  bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+  headers: {X-Scope-OrgID: team-a}
+  tls: {caFile: /etc/prom/ca.crt, certFile: /etc/prom/tls.crt, keyFile: /etc/prom/tls.key}
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  PromConfig p = c->PrometheusClient();
+  EXPECT_EQ(p.url, "https://thanos-querier.openshift-monitoring.svc:9091");
+  EXPECT_EQ(p.timeout_ms, 2000);
+  EXPECT_EQ(p.bearer_token_file, "/var/run/secrets/kubernetes.io/serviceaccount/token");
+  EXPECT_EQ(p.headers, std::vector<std::string>{"X-Scope-OrgID: team-a"});
+  EXPECT_EQ(p.tls.ca_file, "/etc/prom/ca.crt");
+  EXPECT_EQ(p.tls.client_key_file, "/etc/prom/tls.key");
+  EXPECT_FALSE(p.tls.insecure_skip_verify);
+  // None of those files is here: all named, so the scaler refuses to start.
+  std::vector<std::string> bad = c->UnreadableFiles();
+  ASSERT_EQ(bad.size(), 4u);
+  EXPECT_THAT(bad[0], HasSubstr("prometheus.bearerTokenFile: "));
+  EXPECT_THAT(bad[0], HasSubstr("serviceaccount/token"));
+
+  c = WithPrometheus(R"(prometheus:
+  url: http://prom:9090
+  basicAuth: {username: tessera, passwordFile: /etc/prom/password}
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->PrometheusClient().basic_username, "tessera");
+  EXPECT_EQ(c->PrometheusClient().basic_password_file, "/etc/prom/password");
+
+  auto err = [](const std::string& prometheus) {
+    absl::StatusOr<ScalerConfig> r = WithPrometheus(prometheus);
+    return r.ok() ? std::string("decoded") : std::string(r.status().message());
+  };
+  EXPECT_THAT(err("prometheus:\n  url: http://p\n  bearerTokenFile: /t\n"
+                  "  basicAuth: {username: u, passwordFile: /p}\n"),
+              HasSubstr("s.yaml:6:14: prometheus.basicAuth: give either bearerTokenFile or "
+                        "basicAuth, not both"));
+  EXPECT_THAT(
+      err("prometheus:\n  url: http://p\n  basicAuth: {username: 'a:b', passwordFile: /p}\n"),
+      HasSubstr("username: expected a user name without ':'"));
+  EXPECT_THAT(err("prometheus:\n  url: http://p\n  headers: {'X Tenant': a}\n"),
+              HasSubstr("\"X Tenant\": expected an HTTP header name"));
+  EXPECT_THAT(err("prometheus:\n  url: http://p\n  headers: {X-Tenant: \"a\\r\\nEvil: 1\"}\n"),
+              HasSubstr("X-Tenant: a header value must be one line"));
+  EXPECT_THAT(err("prometheus:\n  url: http://p\n  bearerTokenFile: /t\n"
+                  "  headers: {authorization: Bearer x}\n"),
+              HasSubstr("Authorization comes from bearerTokenFile or basicAuth"));
+  EXPECT_THAT(err("prometheus:\n  url: http://p\n  tls: {caFile: /ca}\n"),
+              HasSubstr("prometheus.tls: applies to an https:// url only"));
+  EXPECT_THAT(err("prometheus:\n  url: https://p\n  tls: {certFile: /c}\n"),
+              HasSubstr("certFile and keyFile go together"));
+  EXPECT_THAT(err("prometheus:\n  url: https://p\n  tls: {insecureSkipVerify: maybe}\n"),
+              HasSubstr("insecureSkipVerify: expected true or false"));
+  EXPECT_THAT(err("prometheus:\n  url: https://p\n  bearerToken: abc\n"),
+              HasSubstr("bearerToken"));  // a token inline in the config is not accepted
+}
+
 }  // namespace
 }  // namespace tessera::adapters

@@ -201,7 +201,7 @@ services:
   ASSERT_TRUE(config.ok()) << config.status();
   // The defaults for server: vllm and deployment: chat.
   EXPECT_EQ(config->services[0].queue_query, "sum(vllm:num_requests_waiting{model_name=\"chat\"})");
-  PromSource source({.url = config->prometheus_url, .timeout_ms = 1000, .bearer_token = ""});
+  PromSource source(config->PrometheusClient());
   RealClock clock;
   Scaler scaler(*config, source, clock);
   std::atomic<bool> stop{false};

@@ -2,9 +2,11 @@
 
 #include <cmath>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "adapters/net/http_client.h"
+#include "adapters/io/files.h"
 #include "base/status.h"
 #include "nlohmann/json.hpp"
 
@@ -30,6 +32,20 @@ absl::StatusOr<PromValue> Sample(const json& pair) {
         absl::StrCat("Prometheus returned ", text, " (not a number): no usable sample"));
   }
   return v;
+}
+
+// A secret from a file, without the trailing newline editors and `kubectl create secret` leave.
+absl::StatusOr<std::string> Secret(const std::string& what, const std::string& file) {
+  absl::StatusOr<std::string> text = ReadFile(file);
+  if (!text.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("Prometheus ", what, " file ", file, ": ", text.status().message()));
+  }
+  std::string secret(absl::StripTrailingAsciiWhitespace(*text));
+  if (secret.empty()) {
+    return absl::UnavailableError(absl::StrCat("Prometheus ", what, " file ", file, " is empty"));
+  }
+  return secret;
 }
 
 }  // namespace
@@ -84,8 +100,18 @@ absl::StatusOr<PromValue> PromClient::Query(const std::string& promql) const {
   req.url = absl::StrCat(config_.url, "/api/v1/query?query=", UrlEscape(promql));
   req.timeout_ms = config_.timeout_ms;
   req.headers = {"Accept: application/json"};
-  if (!config_.bearer_token.empty()) {
+  req.headers.insert(req.headers.end(), config_.headers.begin(), config_.headers.end());
+  req.tls = config_.tls;
+  if (!config_.bearer_token_file.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(std::string token, Secret("bearer token", config_.bearer_token_file));
+    req.headers.push_back("Authorization: Bearer " + token);
+  } else if (!config_.bearer_token.empty()) {
     req.headers.push_back("Authorization: Bearer " + config_.bearer_token);
+  } else if (!config_.basic_username.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(std::string password,
+                             Secret("basic-auth password", config_.basic_password_file));
+    req.headers.push_back("Authorization: Basic " +
+                          absl::Base64Escape(config_.basic_username + ":" + password));
   }
   TESSERA_ASSIGN_OR_RETURN(HttpResponse r, Fetch(req));
   return ParsePromResponse(r.status, r.body);

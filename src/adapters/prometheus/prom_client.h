@@ -9,6 +9,13 @@
 //   HTTP error without that body  -> Unavailable with the status
 //   no answer within the timeout  -> DeadlineExceeded
 //   connection refused etc.       -> Unavailable
+//   a credential file unreadable  -> Unavailable naming the file (never its contents)
+//
+// Credentials for a Prometheus behind authentication (OpenShift's Thanos querier, Grafana
+// Mimir/Cortex, a reverse proxy): a bearer token (fixed, or a file read before every query, as
+// a projected service-account token rotates), or basic auth with the password in a file; extra
+// headers (e.g. Mimir's tenant header X-Scope-OrgID); TLS with a private CA or a client
+// certificate.
 //
 // Example:
 //   PromClient prom({.url = "http://127.0.0.1:9090", .timeout_ms = 2000});
@@ -16,16 +23,23 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "adapters/net/http_client.h"
 
 namespace tessera::adapters {
 
 struct PromConfig {
   std::string url;  // http(s)://host:port[/prefix]
   int timeout_ms = 2000;
-  std::string bearer_token;  // optional
+  std::string bearer_token;       // optional
+  std::string bearer_token_file;  // optional: read before every query
+  std::string basic_username;     // optional: basic auth, with the password in a file
+  std::string basic_password_file;
+  std::vector<std::string> headers;  // extra "Name: value" lines
+  TlsOptions tls;
 };
 
 struct PromValue {

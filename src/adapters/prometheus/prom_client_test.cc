@@ -3,9 +3,15 @@
 #include "adapters/prometheus/prom_client.h"
 
 #include <httplib.h>
+#include <stdlib.h>
 
+#include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <thread>
 
+#include "adapters/net/test_certs.h"
+#include "adapters/net/test_http_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -13,6 +19,17 @@ namespace tessera::adapters {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
+
+PromConfig Plain(const std::string& url) {
+  PromConfig c;
+  c.url = url;
+  c.timeout_ms = 500;
+  return c;
+}
+
+constexpr char kSeventeen[] =
+    R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1764700000,"17"]}]}})";
 
 class FakePrometheus {
  public:
@@ -71,7 +88,7 @@ class FakePrometheus {
 
 TEST(PromClient, EveryOutcome) {
   FakePrometheus fake;
-  PromClient prom({.url = fake.url(), .timeout_ms = 500, .bearer_token = ""});
+  PromClient prom(Plain(fake.url()));
   absl::StatusOr<PromValue> v = prom.Query("one");
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->value, 17);
@@ -102,7 +119,7 @@ TEST(PromClient, EveryOutcome) {
   absl::Status slow = prom.Query("slow").status();
   EXPECT_EQ(slow.code(), absl::StatusCode::kDeadlineExceeded) << slow;
 
-  PromClient nobody({.url = "http://127.0.0.1:1", .timeout_ms = 500, .bearer_token = ""});
+  PromClient nobody(Plain("http://127.0.0.1:1"));
   EXPECT_EQ(nobody.Query("one").status().code(), absl::StatusCode::kUnavailable);
 }
 
@@ -120,6 +137,111 @@ TEST(PromClient, ParsesOddBodies) {
           .status()
           .code(),
       absl::StatusCode::kUnavailable);
+}
+
+// A Prometheus behind authentication: what each query carried, answered with 17.
+class Recorder {
+ public:
+  void Serve(httplib::Server& s) {
+    s.Get("/api/v1/query", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu_);
+      auth_ = req.get_header_value("Authorization");
+      tenant_ = req.get_header_value("X-Scope-OrgID");
+      res.set_content(kSeventeen, "application/json");
+    });
+  }
+  std::string auth() {
+    std::lock_guard<std::mutex> l(mu_);
+    return auth_;
+  }
+  std::string tenant() {
+    std::lock_guard<std::mutex> l(mu_);
+    return tenant_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string auth_, tenant_;
+};
+
+TEST(PromClient, CredentialsFromFilesReadBeforeEveryQueryAndExtraHeaders) {
+  Recorder seen;
+  testing::LocalHttpServer prom([&](httplib::Server& s) { seen.Serve(s); });
+  char tmpl[] = "/tmp/tessera-prom-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string token = dir + "/token";
+  std::ofstream(token) << "token-1\n";
+
+  PromConfig c = Plain(prom.url());
+  c.bearer_token_file = token;
+  c.headers = {"X-Scope-OrgID: team-a"};
+  PromClient client(c);
+  ASSERT_TRUE(client.Query("up").ok());
+  EXPECT_EQ(seen.auth(), "Bearer token-1");  // the file's trailing newline is not sent
+  EXPECT_EQ(seen.tenant(), "team-a");
+  // A rotated token (a projected service-account token is rewritten in place) is used at once.
+  std::ofstream(token) << "token-2";
+  ASSERT_TRUE(client.Query("up").ok());
+  EXPECT_EQ(seen.auth(), "Bearer token-2");
+  // Gone: the query is not sent; the error names the file, never a token.
+  std::filesystem::remove(token);
+  absl::Status gone = client.Query("up").status();
+  EXPECT_EQ(gone.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(gone.message(), HasSubstr(token));
+  EXPECT_THAT(gone.message(), Not(HasSubstr("token-2")));
+
+  const std::string password = dir + "/password";
+  std::ofstream(password) << "s3cret\n";
+  PromConfig b = Plain(prom.url());
+  b.basic_username = "tessera";
+  b.basic_password_file = password;
+  ASSERT_TRUE(PromClient(b).Query("up").ok());
+  EXPECT_EQ(seen.auth(), "Basic dGVzc2VyYTpzM2NyZXQ=");  // base64("tessera:s3cret")
+  EXPECT_EQ(seen.tenant(), "");
+  std::ofstream(password) << "";
+  EXPECT_THAT(PromClient(b).Query("up").status().message(), HasSubstr("is empty"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PromClient, HttpsWithAPrivateCaAndAClientCertificate) {
+  testing::TestCerts pki;
+  ASSERT_TRUE(pki.ok()) << pki.error();
+  // Requires a client certificate signed by the CA.
+  httplib::SSLServer https(pki.server_cert().c_str(), pki.server_key().c_str(), pki.ca().c_str());
+  ASSERT_TRUE(https.is_valid());
+  Recorder seen;
+  seen.Serve(https);
+  const int port = https.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { https.listen_after_bind(); });
+  struct Stop {
+    httplib::SSLServer& s;
+    std::thread& t;
+    ~Stop() {
+      s.stop();
+      t.join();
+    }
+  } stop{https, serving};
+  while (!https.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+  PromConfig c = Plain("https://127.0.0.1:" + std::to_string(port));
+  c.timeout_ms = 5000;
+  c.tls.ca_file = pki.ca();
+  c.tls.client_cert_file = pki.client_cert();
+  c.tls.client_key_file = pki.client_key();
+  absl::StatusOr<PromValue> v = PromClient(c).Query("up");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->value, 17);
+
+  PromConfig untrusted = c;  // the system's CAs do not know the private one
+  untrusted.tls.ca_file = pki.other_ca();
+  EXPECT_EQ(PromClient(untrusted).Query("up").status().code(), absl::StatusCode::kUnavailable);
+  PromConfig anonymous = c;  // no client certificate: the server refuses the handshake
+  anonymous.tls.client_cert_file.clear();
+  anonymous.tls.client_key_file.clear();
+  EXPECT_EQ(PromClient(anonymous).Query("up").status().code(), absl::StatusCode::kUnavailable);
+  PromConfig skip = untrusted;  // insecureSkipVerify: the server is not checked
+  skip.tls.insecure_skip_verify = true;
+  EXPECT_TRUE(PromClient(skip).Query("up").ok());
 }
 
 }  // namespace
