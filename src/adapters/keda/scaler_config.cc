@@ -175,6 +175,15 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
     return prom.Get("url").Error("expected an http:// or https:// URL");
   }
   while (!c.prometheus_url.empty() && c.prometheus_url.back() == '/') c.prometheus_url.pop_back();
+  {
+    const size_t host = c.prometheus_url.find("://") + 3;
+    const std::string authority =
+        c.prometheus_url.substr(host, c.prometheus_url.find('/', host) - host);
+    if (authority.find('@') != std::string::npos) {
+      // Errors and logs carry the URL: credentials in it would leak there.
+      return prom.Get("url").Error("credentials in the URL are not accepted; use basicAuth");
+    }
+  }
   TESSERA_ASSIGN_OR_RETURN(c.timeout, ReadDuration(prom.Get("timeout"), absl::Seconds(2)));
   TESSERA_ASSIGN_OR_RETURN(c.poll_interval,
                            ReadDuration(prom.Get("pollInterval"), absl::Seconds(5)));

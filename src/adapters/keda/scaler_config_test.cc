@@ -137,6 +137,8 @@ TEST(ScalerConfig, PrometheusBehindAuthenticationAndTls) {
               HasSubstr("certFile and keyFile go together"));
   EXPECT_THAT(err("prometheus:\n  url: https://p\n  tls: {insecureSkipVerify: maybe}\n"),
               HasSubstr("insecureSkipVerify: expected true or false"));
+  EXPECT_THAT(err("prometheus:\n  url: https://u:pw@p:9090/prom\n"),
+              HasSubstr("prometheus.url: credentials in the URL are not accepted"));
   EXPECT_THAT(err("prometheus:\n  url: https://p\n  bearerToken: abc\n"),
               HasSubstr("bearerToken"));  // a token inline in the config is not accepted
 }
