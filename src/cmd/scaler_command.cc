@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "adapters/io/files.h"
 #include "adapters/keda/scaler.h"
 #include "cmd/signals.h"
@@ -30,7 +31,10 @@ int RunScaler(const ScalerFlags& flags) {
   }
   adapters::PromSource source(config->PrometheusClient());
   RealClock clock;
-  adapters::Scaler scaler(*config, source, clock);
+  adapters::Scaler scaler(*config, source, clock, [&clock](const std::string& line) {
+    std::cerr << absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", clock.Now(), absl::UTCTimeZone()) << " "
+              << line << "\n";
+  });
   std::atomic<bool>& stop = StopOnSignal();
   std::atomic<int> bound{0};
   std::thread announce([&] {

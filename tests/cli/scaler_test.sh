@@ -33,7 +33,7 @@ config "  headers: {'Bad Name': x}" >"$WORK/header.yaml"
 check "a bad header name: exit 1" test $? = 1
 check "located" grep -q "header.yaml:6:.*expected an HTTP header name" "$WORK/err"
 
-printf 'token\n' >"$WORK/token"
+printf 's3cr3t-t0ken\n' >"$WORK/token"
 config "  bearerTokenFile: $WORK/token
   headers: {X-Scope-OrgID: team-a}" >"$WORK/good.yaml"
 "$TESSERA" scaler --config "$WORK/good.yaml" --listen 127.0.0.1:0 2>"$WORK/log" >/dev/null &
@@ -43,6 +43,14 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 check "a usable config: serving" grep -q "1 services, Prometheus http://127.0.0.1:9, listening on port [1-9]" "$WORK/log"
+for _ in $(seq 50); do
+  grep -q "chat: " "$WORK/log" && break
+  sleep 0.1
+done
+# Prometheus is not there: the first decision holds (never zero on missing data), logged with why.
+check "the decision is logged with its reason" \
+  grep -qE "^[0-9T:-]+Z chat: 1 replicas, data missing: holding at 1: no fresh .*127.0.0.1:9" "$WORK/log"
+check "and no credential in the log" bash -c "! grep -q s3cr3t-t0ken '$WORK/log'"
 kill -TERM "$PID"
 wait "$PID"
 check "SIGTERM: exit 0" test $? = 0

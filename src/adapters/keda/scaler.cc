@@ -6,14 +6,15 @@
 #include <cmath>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "adapters/io/files.h"
 #include "externalscaler.grpc.pb.h"
 
 namespace tessera::adapters {
 
-Scaler::Scaler(ScalerConfig config, MetricSource& source, const Clock& clock)
-    : config_(std::move(config)), source_(source), clock_(clock) {
+Scaler::Scaler(ScalerConfig config, MetricSource& source, const Clock& clock, LogSink log)
+    : config_(std::move(config)), source_(source), clock_(clock), log_(std::move(log)) {
   absl::MutexLock lock(&mu_);
   for (const ServiceConfig& s : config_.services) {
     services_[s.name].view.reason = "no poll yet";
@@ -25,7 +26,10 @@ autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero,
   absl::Time now = clock_.Now();
   absl::StatusOr<PromValue> v = source_.Query(query);
   if (!v.ok()) {
-    absl::StrAppend(problems, problems->empty() ? "" : "; ", v.status().message());
+    // Once per distinct problem (an unreachable Prometheus fails every query alike).
+    if (!absl::StrContains(*problems, v.status().message())) {
+      absl::StrAppend(problems, problems->empty() ? "" : "; ", v.status().message());
+    }
     return {};
   }
   if (v->empty) {
@@ -40,6 +44,7 @@ autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero,
 }
 
 void Scaler::PollOnce() {
+  std::vector<std::string> lines;
   for (const ServiceConfig& cfg : config_.services) {
     std::string problems;
     autoscale::Signals s;
@@ -59,11 +64,22 @@ void Scaler::PollOnce() {
     absl::MutexLock lock(&mu_);
     Service& svc = services_[cfg.name];
     autoscale::Decision d = autoscale::DecideReplicas(cfg.policy, s, svc.state, now);
+    const bool changed =
+        !svc.polled || d.replicas != svc.view.replicas || d.data_ok != svc.view.data_ok;
+    const int before = svc.view.replicas;
     svc.view.replicas = d.replicas;
     svc.view.reason = problems.empty() ? d.reason : absl::StrCat(d.reason, " [", problems, "]");
     svc.view.decided_at = now;
     svc.view.data_ok = d.data_ok;
+    if (log_ && changed) {
+      lines.push_back(absl::StrCat(
+          cfg.name, ": ", d.replicas, " replicas",
+          svc.polled && before != d.replicas ? absl::StrCat(" (was ", before, ")") : "",
+          d.data_ok ? "" : ", data missing", ": ", svc.view.reason));
+    }
+    svc.polled = true;
   }
+  for (const std::string& line : lines) log_(line);
 }
 
 absl::StatusOr<ScalerView> Scaler::View(const std::string& service) const {

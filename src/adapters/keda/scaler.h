@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -55,7 +56,10 @@ struct ScalerView {
 
 class Scaler {
  public:
-  Scaler(ScalerConfig config, MetricSource& source, const Clock& clock);
+  // `log`, when given, receives one line per service whenever its decision changes (the count,
+  // or whether it rests on fresh data), with the reason: what an operator reads to see why.
+  using LogSink = std::function<void(const std::string& line)>;
+  Scaler(ScalerConfig config, MetricSource& source, const Clock& clock, LogSink log = nullptr);
 
   // Queries every service's signals and decides. Called every poll interval.
   void PollOnce();
@@ -69,12 +73,14 @@ class Scaler {
   struct Service {
     autoscale::AutoscaleState state;
     ScalerView view;
+    bool polled = false;
   };
   autoscale::Sample Read(const std::string& query, bool empty_is_zero, std::string* problems);
 
   ScalerConfig config_;
   MetricSource& source_;
   const Clock& clock_;
+  LogSink log_;
   mutable absl::Mutex mu_;
   std::map<std::string, Service> services_ ABSL_GUARDED_BY(mu_);
 };
