@@ -2,8 +2,15 @@
 // change of decision, with the reason) and what it answers after Prometheus fails.
 #include "adapters/keda/scaler.h"
 
-#include <map>
+#include <grpcpp/grpcpp.h>
 
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "externalscaler.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -17,12 +24,14 @@ class ScriptedSource final : public MetricSource {
  public:
   explicit ScriptedSource(const Clock& clock) : clock_(clock) {}
   absl::StatusOr<PromValue> Query(const std::string& promql) override {
+    std::lock_guard<std::mutex> l(mu);
     if (down) return absl::UnavailableError("GET http://prom/api/v1/query: Connection refused");
     PromValue v;
     v.value = values[promql];
     v.sampled = clock_.Now();
     return v;
   }
+  std::mutex mu;  // the server's poll thread reads what the test sets
   std::map<std::string, double> values;
   bool down = false;
 
@@ -85,6 +94,81 @@ services:
   Scaler quiet(*config, quiet_prom, quiet_clock);
   quiet.PollOnce();
   EXPECT_EQ(quiet.View("chat")->replicas, 3);
+}
+
+// KEDA's `external-push`: StreamIsActive pushes the activity every poll interval, so a service
+// at zero is woken as soon as requests wait, without KEDA's polling delay.
+TEST(Scaler, StreamIsActivePushesTheChangeFromIdleToActive) {
+  absl::StatusOr<ScalerConfig> config =
+      DecodeScalerConfig("s.yaml", R"(apiVersion: tessera.io/v1alpha1
+kind: ScalerConfig
+prometheus: {url: "http://prom:9090", pollInterval: 100ms}
+services:
+  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready, minReplicas: 0}
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  RealClock clock;
+  ScriptedSource prom(clock);
+  {
+    std::lock_guard<std::mutex> l(prom.mu);
+    prom.values = {{"waiting", 0}, {"running", 0}, {"ready", 0}};
+  }
+  Scaler scaler(*config, prom, clock);
+  std::atomic<bool> stop{false};
+  std::atomic<int> port{0};
+  std::thread server([&] { (void)ServeScaler(scaler, "127.0.0.1:0", &stop, &port); });
+  struct Join {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Join() {
+      stop = true;
+      t.join();
+    }
+  } join{stop, server};
+  for (int i = 0; i < 500 && port.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(port.load(), 0);
+
+  auto stub = externalscaler::ExternalScaler::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port.load()), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  externalscaler::ScaledObjectRef ref;
+  ref.set_name("chat");
+  ref.set_namespace_("default");
+  (*ref.mutable_scalermetadata())["service"] = "chat";
+  std::unique_ptr<grpc::ClientReader<externalscaler::IsActiveResponse>> stream =
+      stub->StreamIsActive(&ctx, ref);
+  externalscaler::IsActiveResponse r;
+  // Idle at zero on fresh data: inactive (after the first poll; before it, unknown = active).
+  bool saw_inactive = false;
+  for (int i = 0; i < 50 && !saw_inactive; ++i) {
+    ASSERT_TRUE(stream->Read(&r));
+    saw_inactive = !r.result();
+  }
+  ASSERT_TRUE(saw_inactive);
+  {
+    std::lock_guard<std::mutex> l(prom.mu);
+    prom.values["waiting"] = 5;
+  }
+  bool saw_active = false;
+  for (int i = 0; i < 50 && !saw_active; ++i) {
+    ASSERT_TRUE(stream->Read(&r));
+    saw_active = r.result();
+  }
+  EXPECT_TRUE(saw_active);
+  ctx.TryCancel();
+  externalscaler::IsActiveResponse rest;
+  while (stream->Read(&rest)) {
+  }
+  // An unknown service ends the stream with NOT_FOUND.
+  grpc::ClientContext ctx2;
+  ref.mutable_scalermetadata()->at("service") = "nope";
+  auto bad = stub->StreamIsActive(&ctx2, ref);
+  while (bad->Read(&rest)) {
+  }
+  EXPECT_EQ(bad->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 }  // namespace
