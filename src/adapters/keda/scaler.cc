@@ -51,7 +51,10 @@ void Scaler::PollOnce() {
     s.ready = Read(cfg.ready_query, /*empty_is_zero=*/false, &problems);
     // With no replica up, the servers' series are absent, which means nothing is queued there.
     bool none_up = s.ready.present && s.ready.value == 0;
-    s.waiting = Read(cfg.queue_query, none_up, &problems);
+    // At zero the servers' queue is gone with them: the gateway's, where configured, stands in.
+    s.waiting = none_up && !cfg.activation_query.empty()
+                    ? Read(cfg.activation_query, /*empty_is_zero=*/true, &problems)
+                    : Read(cfg.queue_query, none_up, &problems);
     s.running = cfg.running_query.empty() ? autoscale::Sample::At(0, clock_.Now())
                                           : Read(cfg.running_query, none_up, &problems);
     if (!cfg.utilization_query.empty()) {

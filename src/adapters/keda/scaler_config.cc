@@ -216,6 +216,7 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
                                          "throughputQuery",
                                          "readyQuery",
                                          "startingQuery",
+                                         "activationQuery",
                                          "targetQueuePerReplica",
                                          "targetUtilization",
                                          "utilizationBand",
@@ -276,10 +277,10 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
       const char* key;
       std::string* out;
     };
-    for (Q q :
-         {Q{"queueQuery", &s.queue_query}, Q{"runningQuery", &s.running_query},
-          Q{"utilizationQuery", &s.utilization_query}, Q{"throughputQuery", &s.throughput_query},
-          Q{"readyQuery", &s.ready_query}, Q{"startingQuery", &s.starting_query}}) {
+    for (Q q : {Q{"queueQuery", &s.queue_query}, Q{"runningQuery", &s.running_query},
+                Q{"utilizationQuery", &s.utilization_query},
+                Q{"throughputQuery", &s.throughput_query}, Q{"readyQuery", &s.ready_query},
+                Q{"startingQuery", &s.starting_query}, Q{"activationQuery", &s.activation_query}}) {
       TESSERA_ASSIGN_OR_RETURN(*q.out, sf.Get(q.key).StringOr(*q.out));
     }
     if (s.queue_query.empty()) {

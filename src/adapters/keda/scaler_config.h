@@ -22,6 +22,10 @@ struct ServiceConfig {
   std::string throughput_query;   // completions/s; "" = none
   std::string ready_query;        // ready replicas (required or from deployment)
   std::string starting_query;     // replicas not yet ready; "" = none
+  // Demand seen outside the pods (a gateway's or ingress's queue or request rate), read in
+  // place of queue_query while no replica is ready: the servers' own series vanish with their
+  // pods, so without it a service at zero wakes only on what its config can see. "" = none.
+  std::string activation_query;
   autoscale::AutoscalePolicy policy;
 };
 

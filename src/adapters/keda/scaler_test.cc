@@ -96,6 +96,46 @@ services:
   EXPECT_EQ(quiet.View("chat")->replicas, 3);
 }
 
+TEST(Scaler, AtZeroTheActivationQueryStandsInForTheServersQueue) {
+  auto config = [](const std::string& extra) {
+    return DecodeScalerConfig("s.yaml", R"(apiVersion: tessera.io/v1alpha1
+kind: ScalerConfig
+prometheus: {url: "http://prom:9090"}
+services:
+  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready, minReplicas: 0)" +
+                                            extra + "}\n");
+  };
+  absl::StatusOr<ScalerConfig> with = config(", activationQuery: gateway");
+  absl::StatusOr<ScalerConfig> without = config("");
+  ASSERT_TRUE(with.ok()) << with.status();
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(with->services[0].activation_query, "gateway");
+  SimulatedClock clock(absl::FromUnixSeconds(1764700000));
+  ScriptedSource prom(clock);
+  Scaler gated(*with, prom, clock), plain(*without, prom, clock);
+  // At zero, nothing anywhere: both stay at zero.
+  prom.values = {{"waiting", 0}, {"running", 0}, {"ready", 0}, {"gateway", 0}};
+  gated.PollOnce();
+  plain.PollOnce();
+  EXPECT_EQ(gated.View("chat")->replicas, 0);
+  EXPECT_EQ(plain.View("chat")->replicas, 0);
+  // Requests wait at the gateway (no server is up to report them): only the service that
+  // reads the gateway wakes.
+  prom.values["gateway"] = 3;
+  clock.Advance(absl::Seconds(5));
+  gated.PollOnce();
+  plain.PollOnce();
+  EXPECT_EQ(gated.View("chat")->replicas, 1);
+  EXPECT_THAT(gated.View("chat")->reason, HasSubstr("activation from zero"));
+  EXPECT_EQ(plain.View("chat")->replicas, 0);
+  // Once a replica is ready, the servers' own queue decides; the gateway's is not read.
+  prom.values = {{"waiting", 0}, {"running", 1}, {"ready", 1}, {"gateway", 500}};
+  clock.Advance(absl::Seconds(5));
+  gated.PollOnce();
+  EXPECT_EQ(gated.View("chat")->replicas, 1);
+  EXPECT_THAT(gated.View("chat")->reason, HasSubstr("queue: 0 waiting"));
+}
+
 // KEDA's `external-push`: StreamIsActive pushes the activity every poll interval, so a service
 // at zero is woken as soon as requests wait, without KEDA's polling delay.
 TEST(Scaler, StreamIsActivePushesTheChangeFromIdleToActive) {
