@@ -29,7 +29,7 @@ int RunScaler(const ScalerFlags& flags) {
   if (std::vector<std::string> bad = config->UnreadableFiles(); !bad.empty()) {
     return Fail(absl::StrCat(flags.config_file, ": cannot read ", absl::StrJoin(bad, "; ")));
   }
-  adapters::PromSource source(config->PrometheusClient());
+  adapters::PromSource source(config->prometheus);
   RealClock clock;
   adapters::Scaler scaler(*config, source, clock, [&clock](const std::string& line) {
     std::cerr << absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", clock.Now(), absl::UTCTimeZone()) << " "
@@ -43,7 +43,7 @@ int RunScaler(const ScalerFlags& flags) {
     }
     if (bound.load() > 0) {
       std::cerr << "tessera scaler: " << config->services.size() << " services, Prometheus "
-                << config->prometheus_url << ", listening on port " << bound.load() << "\n";
+                << config->prometheus.url << ", listening on port " << bound.load() << "\n";
     }
   });
   absl::Status s = adapters::ServeScaler(scaler, flags.listen, &stop, &bound);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -34,6 +35,12 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
     return absl::InternalError(absl::StrCat(path, ": read error"));
   }
   return ss.str();
+}
+
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  return std::string(absl::StripAsciiWhitespace(*text));
 }
 
 void OutputDir::Add(std::string relative_path, std::string content, bool executable) {

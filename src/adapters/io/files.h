@@ -20,6 +20,12 @@ namespace tessera::adapters {
 // The whole file; NotFound / PermissionDenied / Internal naming the path.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
+// A credential kept in a file (a service-account token, a password from a mounted Secret): the
+// contents without the surrounding whitespace editors and `kubectl create secret` leave. Callers
+// re-read it on every use, so a rotated credential applies at once. Errors as ReadFile's; they
+// never contain the contents.
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
+
 // Writes `content` to `path` through a temporary sibling and a rename: readers see the old file
 // or the new one, never a part.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& content);

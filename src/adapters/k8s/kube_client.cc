@@ -4,7 +4,6 @@
 #include <memory>
 #include <mutex>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "adapters/io/files.h"
@@ -142,8 +141,7 @@ absl::StatusOr<KubeResponse> KubeClient::Request(const std::string& method, cons
                                                  const std::string& content_type) const {
   std::string token = config_.token;
   if (!config_.token_file.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(token, ReadFile(config_.token_file));
-    token = std::string(absl::StripAsciiWhitespace(token));
+    TESSERA_ASSIGN_OR_RETURN(token, ReadSecretFile(config_.token_file));
   }
   HttpRequest req;
   req.method = method;

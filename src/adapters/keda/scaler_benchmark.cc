@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "adapters/keda/scaler.h"
+#include "adapters/keda/test_scaler_server.h"
 #include "benchmark/benchmark.h"
 #include "externalscaler.grpc.pb.h"
 
@@ -32,13 +33,14 @@ services: [{name: chat, server: vllm}]
   ConstantSource source;
   RealClock clock;
   Scaler scaler(*config, source, clock);
-  std::atomic<bool> stop{false};
-  std::atomic<int> port{0};
-  std::thread server([&] { (void)ServeScaler(scaler, "127.0.0.1:0", &stop, &port); });
-  while (port.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  testing::ServedScaler served(scaler);
+  if (served.port() == 0) {
+    state.SkipWithError("the scaler did not start");
+    return;
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // first poll
-  auto stub = externalscaler::ExternalScaler::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", port.load()), grpc::InsecureChannelCredentials()));
+  auto stub = externalscaler::ExternalScaler::NewStub(
+      grpc::CreateChannel(served.address(), grpc::InsecureChannelCredentials()));
   externalscaler::GetMetricsRequest req;
   (*req.mutable_scaledobjectref()->mutable_scalermetadata())["service"] = "chat";
   req.set_metricname("tessera-chat");
@@ -49,8 +51,6 @@ services: [{name: chat, server: vllm}]
     if (!s.ok()) state.SkipWithError(s.error_message().c_str());
     benchmark::DoNotOptimize(resp);
   }
-  stop = true;
-  server.join();
 }
 BENCHMARK(BM_ScalerGetMetricsRoundTrip)->Unit(benchmark::kMicrosecond)->UseRealTime();
 

@@ -47,23 +47,21 @@ bool HeaderName(const std::string& name) {
 }
 
 absl::Status ReadPrometheusAccess(const Field& prom, ScalerConfig& c) {
-  TESSERA_ASSIGN_OR_RETURN(c.prometheus_bearer_token_file,
-                           prom.Get("bearerTokenFile").StringOr(""));
+  PromConfig& p = c.prometheus;
+  TESSERA_ASSIGN_OR_RETURN(p.bearer_token_file, prom.Get("bearerTokenFile").StringOr(""));
   if (Field basic = prom.Get("basicAuth"); basic.present()) {
     TESSERA_RETURN_IF_ERROR(basic.RequireMap());
     TESSERA_RETURN_IF_ERROR(basic.OnlyKeys({"username", "passwordFile"}));
-    if (!c.prometheus_bearer_token_file.empty()) {
+    if (!p.bearer_token_file.empty()) {
       return basic.Error("give either bearerTokenFile or basicAuth, not both");
     }
-    TESSERA_ASSIGN_OR_RETURN(c.prometheus_basic_username, basic.Get("username").String());
-    TESSERA_ASSIGN_OR_RETURN(c.prometheus_basic_password_file, basic.Get("passwordFile").String());
-    if (c.prometheus_basic_username.empty() ||
-        c.prometheus_basic_username.find(':') != std::string::npos) {
+    TESSERA_ASSIGN_OR_RETURN(p.basic_username, basic.Get("username").String());
+    TESSERA_ASSIGN_OR_RETURN(p.basic_password_file, basic.Get("passwordFile").String());
+    if (p.basic_username.empty() || p.basic_username.find(':') != std::string::npos) {
       return basic.Get("username").Error("expected a user name without ':'");
     }
   }
-  const bool authorised =
-      !c.prometheus_bearer_token_file.empty() || !c.prometheus_basic_username.empty();
+  const bool authorised = !p.bearer_token_file.empty() || !p.basic_username.empty();
   if (Field headers = prom.Get("headers"); headers.present()) {
     TESSERA_RETURN_IF_ERROR(headers.RequireMap());
     for (auto it = headers.node().begin(); it != headers.node().end(); ++it) {
@@ -79,16 +77,16 @@ absl::Status ReadPrometheusAccess(const Field& prom, ScalerConfig& c) {
       if (text.find_first_of(std::string("\r\n\0", 3)) != std::string::npos) {
         return value.Error("a header value must be one line");
       }
-      c.prometheus_headers.emplace_back(name, text);
+      p.headers.push_back(absl::StrCat(name, ": ", text));
     }
   }
   if (Field tls = prom.Get("tls"); tls.present()) {
     TESSERA_RETURN_IF_ERROR(tls.RequireMap());
     TESSERA_RETURN_IF_ERROR(tls.OnlyKeys({"caFile", "certFile", "keyFile", "insecureSkipVerify"}));
-    if (c.prometheus_url.rfind("https://", 0) != 0) {
+    if (p.url.rfind("https://", 0) != 0) {
       return tls.Error("applies to an https:// url only");
     }
-    TlsOptions& t = c.prometheus_tls;
+    TlsOptions& t = p.tls;
     TESSERA_ASSIGN_OR_RETURN(t.ca_file, tls.Get("caFile").StringOr(""));
     TESSERA_ASSIGN_OR_RETURN(t.client_cert_file, tls.Get("certFile").StringOr(""));
     TESSERA_ASSIGN_OR_RETURN(t.client_key_file, tls.Get("keyFile").StringOr(""));
@@ -110,31 +108,14 @@ std::string Label(const std::string& key, const std::string& value) {
 
 }  // namespace
 
-PromConfig ScalerConfig::PrometheusClient() const {
-  PromConfig p;
-  p.url = prometheus_url;
-  p.timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
-  p.bearer_token_file = prometheus_bearer_token_file;
-  p.basic_username = prometheus_basic_username;
-  p.basic_password_file = prometheus_basic_password_file;
-  for (const auto& [name, value] : prometheus_headers) {
-    p.headers.push_back(absl::StrCat(name, ": ", value));
-  }
-  p.tls = prometheus_tls;
-  return p;
-}
-
 std::vector<std::string> ScalerConfig::UnreadableFiles() const {
   std::vector<std::string> out;
   const std::pair<const char*, const std::string*> files[] = {
-      {"prometheus.bearerTokenFile", &prometheus_bearer_token_file},
-      {"prometheus.basicAuth.passwordFile", &prometheus_basic_password_file},
-      {"prometheus.tls.caFile", &prometheus_tls.ca_file},
-      {"prometheus.tls.certFile", &prometheus_tls.client_cert_file},
-      {"prometheus.tls.keyFile", &prometheus_tls.client_key_file},
-      {"tls.certFile", &tls_cert_file},
-      {"tls.keyFile", &tls_key_file},
-      {"tls.clientCAFile", &tls_client_ca_file}};
+      {"prometheus.bearerTokenFile", &prometheus.bearer_token_file},
+      {"prometheus.basicAuth.passwordFile", &prometheus.basic_password_file},
+      {"prometheus.tls.caFile", &prometheus.tls.ca_file},
+      {"prometheus.tls.certFile", &prometheus.tls.client_cert_file},
+      {"prometheus.tls.keyFile", &prometheus.tls.client_key_file}};
   for (const auto& [field, file] : files) {
     if (file->empty()) continue;
     absl::StatusOr<std::string> text = ReadFile(*file);
@@ -170,26 +151,28 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
   TESSERA_RETURN_IF_ERROR(prom.RequireMap());
   TESSERA_RETURN_IF_ERROR(prom.OnlyKeys(
       {"url", "timeout", "pollInterval", "bearerTokenFile", "basicAuth", "headers", "tls"}));
-  TESSERA_ASSIGN_OR_RETURN(c.prometheus_url, prom.Get("url").String());
-  if (c.prometheus_url.rfind("http://", 0) != 0 && c.prometheus_url.rfind("https://", 0) != 0) {
+  std::string& url = c.prometheus.url;
+  TESSERA_ASSIGN_OR_RETURN(url, prom.Get("url").String());
+  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
     return prom.Get("url").Error("expected an http:// or https:// URL");
   }
-  while (!c.prometheus_url.empty() && c.prometheus_url.back() == '/') c.prometheus_url.pop_back();
+  while (!url.empty() && url.back() == '/') url.pop_back();
   {
-    const size_t host = c.prometheus_url.find("://") + 3;
-    const std::string authority =
-        c.prometheus_url.substr(host, c.prometheus_url.find('/', host) - host);
+    const size_t host = url.find("://") + 3;
+    const std::string authority = url.substr(host, url.find('/', host) - host);
     if (authority.find('@') != std::string::npos) {
       // Errors and logs carry the URL: credentials in it would leak there.
       return prom.Get("url").Error("credentials in the URL are not accepted; use basicAuth");
     }
   }
-  TESSERA_ASSIGN_OR_RETURN(c.timeout, ReadDuration(prom.Get("timeout"), absl::Seconds(2)));
+  TESSERA_ASSIGN_OR_RETURN(absl::Duration timeout,
+                           ReadDuration(prom.Get("timeout"), absl::Seconds(2)));
   TESSERA_ASSIGN_OR_RETURN(c.poll_interval,
                            ReadDuration(prom.Get("pollInterval"), absl::Seconds(5)));
-  if (c.timeout <= absl::ZeroDuration() || c.poll_interval <= absl::ZeroDuration()) {
+  if (timeout <= absl::ZeroDuration() || c.poll_interval <= absl::ZeroDuration()) {
     return prom.Error("timeout and pollInterval must be above 0");
   }
+  c.prometheus.timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
   TESSERA_RETURN_IF_ERROR(ReadPrometheusAccess(prom, c));
   if (Field tls = doc.Get("tls"); tls.present()) {
     TESSERA_RETURN_IF_ERROR(tls.RequireMap());

@@ -30,26 +30,19 @@ struct ServiceConfig {
 };
 
 struct ScalerConfig {
-  std::string prometheus_url;
-  absl::Duration timeout = absl::Seconds(2);
+  // The `prometheus` section as the client takes it: URL, timeout, and for a Prometheus behind
+  // authentication or TLS the credential files (read before every query, so rotated credentials
+  // apply), extra headers and TLS options.
+  PromConfig prometheus;
   absl::Duration poll_interval = absl::Seconds(5);
-  // Reaching a Prometheus behind authentication or TLS (prometheus.bearerTokenFile, .basicAuth,
-  // .headers, .tls); the files are read before every query, so rotated credentials apply.
-  std::string prometheus_bearer_token_file;
-  std::string prometheus_basic_username;
-  std::string prometheus_basic_password_file;
-  std::vector<std::pair<std::string, std::string>> prometheus_headers;
-  TlsOptions prometheus_tls;
   std::string tls_cert_file;  // server certificate (PEM); with tls_key_file enables TLS
   std::string tls_key_file;
   std::string tls_client_ca_file;  // optional: require client certificates signed by it
   std::vector<ServiceConfig> services;
 
   const ServiceConfig* Find(const std::string& name) const;
-  // The Prometheus client's configuration: URL, timeout, credentials, headers, TLS.
-  PromConfig PrometheusClient() const;
-  // The files named by the configuration (credentials, TLS material) that cannot be read now,
-  // as "field: file: reason" lines; checked when the scaler starts.
+  // The Prometheus credential and TLS files that cannot be read now, as "field: reason" lines;
+  // checked when the scaler starts (the server's own TLS files are checked by ServeScaler).
   std::vector<std::string> UnreadableFiles() const;
 };
 

@@ -91,7 +91,7 @@ TEST(ScalerConfig, PrometheusBehindAuthenticationAndTls) {
   tls: {caFile: /etc/prom/ca.crt, certFile: /etc/prom/tls.crt, keyFile: /etc/prom/tls.key}
 )");
   ASSERT_TRUE(c.ok()) << c.status();
-  PromConfig p = c->PrometheusClient();
+  const PromConfig& p = c->prometheus;
   EXPECT_EQ(p.url, "https://thanos-querier.openshift-monitoring.svc:9091");
   EXPECT_EQ(p.timeout_ms, 2000);
   EXPECT_EQ(p.bearer_token_file, "/var/run/secrets/kubernetes.io/serviceaccount/token");
@@ -110,8 +110,8 @@ TEST(ScalerConfig, PrometheusBehindAuthenticationAndTls) {
   basicAuth: {username: tessera, passwordFile: /etc/prom/password}
 )");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->PrometheusClient().basic_username, "tessera");
-  EXPECT_EQ(c->PrometheusClient().basic_password_file, "/etc/prom/password");
+  EXPECT_EQ(c->prometheus.basic_username, "tessera");
+  EXPECT_EQ(c->prometheus.basic_password_file, "/etc/prom/password");
 
   auto err = [](const std::string& prometheus) {
     absl::StatusOr<ScalerConfig> r = WithPrometheus(prometheus);

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "adapters/keda/scaler.h"
+#include "adapters/keda/test_scaler_server.h"
 #include "adapters/net/free_port.h"
 #include "externalscaler.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -127,11 +128,8 @@ class KedaClient {
             absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()))) {}
 
   externalscaler::ScaledObjectRef Ref(const std::string& service) {
-    externalscaler::ScaledObjectRef ref;
-    ref.set_name("chat");
-    ref.set_namespace_("default");
+    externalscaler::ScaledObjectRef ref = testing::ScaledObjectRefFor(service);
     (*ref.mutable_scalermetadata())["scalerAddress"] = "tessera-scaler.tessera-system:9095";
-    if (!service.empty()) (*ref.mutable_scalermetadata())["service"] = service;
     return ref;
   }
   grpc::Status Metrics(const std::string& service, double* value) {
@@ -201,23 +199,12 @@ services:
   ASSERT_TRUE(config.ok()) << config.status();
   // The defaults for server: vllm and deployment: chat.
   EXPECT_EQ(config->services[0].queue_query, "sum(vllm:num_requests_waiting{model_name=\"chat\"})");
-  PromSource source(config->PrometheusClient());
+  PromSource source(config->prometheus);
   RealClock clock;
   Scaler scaler(*config, source, clock);
-  std::atomic<bool> stop{false};
-  std::atomic<int> port{0};
-  absl::Status served;
-  std::thread server([&] { served = ServeScaler(scaler, "127.0.0.1:0", &stop, &port); });
-  struct Join {  // stops the scaler on every exit, failed assertions included
-    std::atomic<bool>& stop;
-    std::thread& t;
-    ~Join() {
-      stop = true;
-      if (t.joinable()) t.join();
-    }
-  } join{stop, server};
-  ASSERT_TRUE(Eventually([&] { return port.load() > 0; }, 10));
-  KedaClient keda(port.load());
+  testing::ServedScaler served(scaler);  // stops on every exit, failed assertions included
+  ASSERT_GT(served.port(), 0);
+  KedaClient keda(served.port());
 
   // Static spec, answered from the config.
   externalscaler::GetMetricSpecResponse spec;
@@ -265,9 +252,8 @@ services:
   ASSERT_TRUE(Eventually([&] { return prom.Ready(); }, 30)) << prom.log();
   ASSERT_TRUE(Eventually([&] { return keda.Replicas() == 1; }, 15)) << scaler.View("chat")->reason;
 
-  stop = true;
-  server.join();
-  EXPECT_TRUE(served.ok()) << served;
+  absl::Status stopped = served.Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped;
   prom.Stop();
   std::system(("rm -rf " + dir).c_str());
 }

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#include "absl/strings/str_cat.h"
+#include "adapters/keda/test_scaler_server.h"
 #include "externalscaler.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -154,32 +154,15 @@ services:
     prom.values = {{"waiting", 0}, {"running", 0}, {"ready", 0}};
   }
   Scaler scaler(*config, prom, clock);
-  std::atomic<bool> stop{false};
-  std::atomic<int> port{0};
-  std::thread server([&] { (void)ServeScaler(scaler, "127.0.0.1:0", &stop, &port); });
-  struct Join {
-    std::atomic<bool>& stop;
-    std::thread& t;
-    ~Join() {
-      stop = true;
-      t.join();
-    }
-  } join{stop, server};
-  for (int i = 0; i < 500 && port.load() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_GT(port.load(), 0);
+  testing::ServedScaler served(scaler);
+  ASSERT_GT(served.port(), 0);
 
-  auto stub = externalscaler::ExternalScaler::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", port.load()), grpc::InsecureChannelCredentials()));
+  auto stub = externalscaler::ExternalScaler::NewStub(
+      grpc::CreateChannel(served.address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  externalscaler::ScaledObjectRef ref;
-  ref.set_name("chat");
-  ref.set_namespace_("default");
-  (*ref.mutable_scalermetadata())["service"] = "chat";
   std::unique_ptr<grpc::ClientReader<externalscaler::IsActiveResponse>> stream =
-      stub->StreamIsActive(&ctx, ref);
+      stub->StreamIsActive(&ctx, testing::ScaledObjectRefFor("chat"));
   externalscaler::IsActiveResponse r;
   // Idle at zero on fresh data: inactive (after the first poll; before it, unknown = active).
   bool saw_inactive = false;
@@ -204,8 +187,7 @@ services:
   }
   // An unknown service ends the stream with NOT_FOUND.
   grpc::ClientContext ctx2;
-  ref.mutable_scalermetadata()->at("service") = "nope";
-  auto bad = stub->StreamIsActive(&ctx2, ref);
+  auto bad = stub->StreamIsActive(&ctx2, testing::ScaledObjectRefFor("nope"));
   while (bad->Read(&rest)) {
   }
   EXPECT_EQ(bad->Finish().error_code(), grpc::StatusCode::NOT_FOUND);

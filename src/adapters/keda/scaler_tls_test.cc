@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "adapters/io/files.h"
 #include "adapters/keda/scaler.h"
+#include "adapters/keda/test_scaler_server.h"
 #include "adapters/net/test_certs.h"
 #include "externalscaler.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -47,26 +48,15 @@ services:
     EXPECT_TRUE(config.ok()) << config.status();
     if (!config.ok()) return;
     scaler_ = std::make_unique<Scaler>(*config, source_, clock_);
-    thread_ =
-        std::thread([this] { served_ = ServeScaler(*scaler_, "127.0.0.1:0", &stop_, &port_); });
-    for (int i = 0; i < 500 && port_.load() == 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    served_ = std::make_unique<testing::ServedScaler>(*scaler_);
   }
-  ~TlsScaler() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  int port() const { return port_.load(); }
+  int port() const { return served_ ? served_->port() : 0; }
 
  private:
   FixedSource source_;
   RealClock clock_;
   std::unique_ptr<Scaler> scaler_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> port_{0};
-  absl::Status served_;
-  std::thread thread_;
+  std::unique_ptr<testing::ServedScaler> served_;  // declared last: stops first
 };
 
 // GetMetricSpec over a channel with `creds`; the server's name checked as "localhost".
@@ -77,12 +67,8 @@ grpc::Status Spec(int port, const std::shared_ptr<grpc::ChannelCredentials>& cre
       grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port), creds, args));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  externalscaler::ScaledObjectRef ref;
-  ref.set_name("chat");
-  ref.set_namespace_("default");
-  (*ref.mutable_scalermetadata())["service"] = "chat";
   externalscaler::GetMetricSpecResponse out;
-  grpc::Status s = stub->GetMetricSpec(&ctx, ref, &out);
+  grpc::Status s = stub->GetMetricSpec(&ctx, testing::ScaledObjectRefFor("chat"), &out);
   if (s.ok()) {
     EXPECT_EQ(out.metricspecs_size(), 1);
     EXPECT_EQ(out.metricspecs(0).metricname(), "tessera-chat");

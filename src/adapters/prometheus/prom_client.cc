@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -34,18 +33,17 @@ absl::StatusOr<PromValue> Sample(const json& pair) {
   return v;
 }
 
-// A secret from a file, without the trailing newline editors and `kubectl create secret` leave.
+// A credential file, re-read for every query; any failure leaves the signal missing (Unavailable).
 absl::StatusOr<std::string> Secret(const std::string& what, const std::string& file) {
-  absl::StatusOr<std::string> text = ReadFile(file);
-  if (!text.ok()) {
+  absl::StatusOr<std::string> secret = ReadSecretFile(file);
+  if (!secret.ok()) {
     return absl::UnavailableError(
-        absl::StrCat("Prometheus ", what, " file ", file, ": ", text.status().message()));
+        absl::StrCat("Prometheus ", what, ": ", secret.status().message()));
   }
-  std::string secret(absl::StripTrailingAsciiWhitespace(*text));
-  if (secret.empty()) {
+  if (secret->empty()) {
     return absl::UnavailableError(absl::StrCat("Prometheus ", what, " file ", file, " is empty"));
   }
-  return secret;
+  return *secret;
 }
 
 }  // namespace
@@ -105,8 +103,6 @@ absl::StatusOr<PromValue> PromClient::Query(const std::string& promql) const {
   if (!config_.bearer_token_file.empty()) {
     TESSERA_ASSIGN_OR_RETURN(std::string token, Secret("bearer token", config_.bearer_token_file));
     req.headers.push_back("Authorization: Bearer " + token);
-  } else if (!config_.bearer_token.empty()) {
-    req.headers.push_back("Authorization: Bearer " + config_.bearer_token);
   } else if (!config_.basic_username.empty()) {
     TESSERA_ASSIGN_OR_RETURN(std::string password,
                              Secret("basic-auth password", config_.basic_password_file));

@@ -34,7 +34,6 @@ namespace tessera::adapters {
 struct PromConfig {
   std::string url;  // http(s)://host:port[/prefix]
   int timeout_ms = 2000;
-  std::string bearer_token;       // optional
   std::string bearer_token_file;  // optional: read before every query
   std::string basic_username;     // optional: basic auth, with the password in a file
   std::string basic_password_file;

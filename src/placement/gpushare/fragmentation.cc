@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <memory>
 #include <tuple>
 
 namespace tessera::placement::gpushare {
@@ -69,10 +68,12 @@ void TargetWorkload::Index() {
     std::stable_sort(members.begin(), members.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     Group g;
-    std::tie(g.share, g.num_gpu, g.gpu_spec) = key;
-    auto spec = std::find(specs.begin(), specs.end(), g.gpu_spec);
+    const auto& [share, num_gpu, gpu_spec] = key;
+    g.share = share;
+    g.num_gpu = num_gpu;
+    auto spec = std::find(specs.begin(), specs.end(), gpu_spec);
     g.spec = static_cast<int>(spec - specs.begin());
-    if (spec == specs.end()) specs.push_back(g.gpu_spec);
+    if (spec == specs.end()) specs.push_back(gpu_spec);
     g.weight_upto.push_back(0);
     for (const auto& [cpu, weight] : members) {
       g.cpu_milli.push_back(cpu);
@@ -98,13 +99,13 @@ double NodeFragmentation(const ClusterState& state, const NodeState& n,
   constexpr size_t kStack = 64;
   int room_stack[kStack];
   int64_t sliver_stack[kStack];
-  bool allowed_stack[kStack];
+  char allowed_stack[kStack];
   std::vector<int> room_heap;
   std::vector<int64_t> sliver_heap;
-  std::unique_ptr<bool[]> allowed_heap;
+  std::vector<char> allowed_heap;
   int* room = room_stack;
   int64_t* sliver = sliver_stack;
-  bool* allowed = allowed_stack;
+  char* allowed = allowed_stack;
   if (target.shares.size() > kStack) {
     room_heap.resize(target.shares.size());
     sliver_heap.resize(target.shares.size());
@@ -112,8 +113,8 @@ double NodeFragmentation(const ClusterState& state, const NodeState& n,
     sliver = sliver_heap.data();
   }
   if (target.specs.size() > kStack) {
-    allowed_heap = std::make_unique<bool[]>(target.specs.size());
-    allowed = allowed_heap.get();
+    allowed_heap.resize(target.specs.size());
+    allowed = allowed_heap.data();
   }
   for (size_t s = 0; s < target.specs.size(); ++s) {
     allowed[s] = state.ModelAllowed(n.model, target.specs[s]);

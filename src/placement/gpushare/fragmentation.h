@@ -37,8 +37,7 @@ struct TargetWorkload {
   struct Group {
     int share = 0;
     int num_gpu = 0;
-    std::vector<std::string> gpu_spec;
-    int spec = 0;                     // index of gpu_spec in specs
+    int spec = 0;                     // its allowed models: specs[spec]
     std::vector<int64_t> cpu_milli;   // ascending
     std::vector<double> weight_upto;  // weight_upto[k]: sum of the first k classes' weights
   };
