@@ -154,6 +154,11 @@ int Main(int argc, char** argv) {
                      "Kubernetes' default; per HPA with the HPAConfigurableTolerance gate)");
   sim_as->add_option("--idle-timeout", simf.idle_timeout,
                      "tessera: idle time before scaling to zero (default 10m)");
+  sim_as->add_option("--config", simf.config_file,
+                     "tessera's knobs from a `tessera scaler` config (kind ScalerConfig) instead "
+                     "of the defaults: the policy the scaler would run");
+  sim_as->add_option("--service", simf.service,
+                     "With --config: which of its services (may be left out when it has one)");
   sim_as->add_option("--context-tokens", simf.context_tokens,
                      "servegen: prompt tokens per request (default 1024)");
   sim_as->add_option("--generated-tokens", simf.generated_tokens,

@@ -2,12 +2,15 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "adapters/io/files.h"
+#include "adapters/keda/scaler_config.h"
 #include "adapters/trace/llm_traces.h"
 #include "nlohmann/json.hpp"
 #include "sim/autoscale_sim.h"
@@ -129,8 +132,10 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   if (!Duration("--cold-start", f.cold_start, &cold_start, &error) ||
       !Duration("--warmup", f.warmup, &warmup, &error) ||
       !Duration("--slo-wait", f.slo_wait, &slo_wait, &error) ||
-      !Duration("--idle-timeout", f.idle_timeout, &idle_timeout, &error) ||
-      !Duration("--scale-down-window", f.scale_down_window, &down_window, &error) ||
+      !Duration("--idle-timeout", f.idle_timeout.empty() ? "10m" : f.idle_timeout, &idle_timeout,
+                &error) ||
+      !Duration("--scale-down-window", f.scale_down_window.empty() ? "10m" : f.scale_down_window,
+                &down_window, &error) ||
       (!f.duration.empty() && !Duration("--duration", f.duration, &duration, &error))) {
     return Fail(error);
   }
@@ -144,6 +149,41 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     return Fail(absl::StrCat("--rate-mode ", f.rate_mode, ": expected dense or independent"));
   }
   const bool independent = f.rate_mode == "independent";
+  // tessera's knobs from a service of a scaler config: the same policy the scaler would run.
+  std::optional<adapters::ServiceConfig> configured;
+  if (!f.config_file.empty()) {
+    for (auto [flag, value] : {std::pair{"--idle-timeout", &f.idle_timeout},
+                               {"--scale-down-window", &f.scale_down_window}}) {
+      if (!value->empty()) {
+        return Fail(absl::StrCat(
+            flag,
+            " with --config: tessera's knobs come from the config's "
+            "service (set ",
+            std::string(flag) == "--idle-timeout" ? "idleTimeout" : "scaleDownWindow", " there)"));
+      }
+    }
+    absl::StatusOr<std::string> config_text = adapters::ReadFile(f.config_file);
+    if (!config_text.ok()) return Fail(std::string(config_text.status().message()));
+    absl::StatusOr<adapters::ScalerConfig> config =
+        adapters::DecodeScalerConfig(f.config_file, *config_text);
+    if (!config.ok()) return Fail(std::string(config.status().message()));
+    std::vector<std::string> names;
+    for (const adapters::ServiceConfig& s : config->services) names.push_back(s.name);
+    if (f.service.empty() && config->services.size() != 1) {
+      return Fail(absl::StrCat("--config ", f.config_file, " has ", config->services.size(),
+                               " services (", absl::StrJoin(names, ", "),
+                               "): choose one with --service"));
+    }
+    const adapters::ServiceConfig* service =
+        f.service.empty() ? &config->services.front() : config->Find(f.service);
+    if (service == nullptr) {
+      return Fail(absl::StrCat("--service ", f.service, ": not in ", f.config_file,
+                               " (its services: ", absl::StrJoin(names, ", "), ")"));
+    }
+    configured = *service;
+  } else if (!f.service.empty()) {
+    return Fail("--service: needs --config (the scaler config the service is read from)");
+  }
   if (independent && f.format != "azure") {
     return Fail(absl::StrCat("--rate-mode ", f.rate_mode,
                              ": applies to --format azure only (servegen arrivals are synthesised "
@@ -202,11 +242,21 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
                                ": expected tessera, keda-queue, hpa-cpu, fixed or clairvoyant"));
     }
     base.min_replicas = f.min_replicas;
-    base.tessera.min_replicas = f.min_replicas;
-    base.tessera.cold_start = cold_start;
-    base.tessera.idle_timeout = idle_timeout;
-    base.tessera.scale_down_window = down_window;
-    base.tessera.max_replicas = opt.max_replicas;
+    if (configured && base.kind == "tessera") {
+      // Every knob as the scaler would run it, its expected coldStart included (the simulated
+      // replicas take --cold-start: the two differ when the estimate is wrong). Its floor is up
+      // at the start like every policy's; its ceiling bounded by the simulator's.
+      base.tessera = configured->policy;
+      base.tessera.max_replicas = std::min(base.tessera.max_replicas, opt.max_replicas);
+      base.tessera.min_replicas = std::min(base.tessera.min_replicas, base.tessera.max_replicas);
+      base.min_replicas = base.tessera.min_replicas;
+    } else {
+      base.tessera.min_replicas = f.min_replicas;
+      base.tessera.cold_start = cold_start;
+      base.tessera.idle_timeout = idle_timeout;
+      base.tessera.scale_down_window = down_window;
+      base.tessera.max_replicas = opt.max_replicas;
+    }
     if (absl::Status s = base.tessera.Validate(); !s.ok()) return Fail(std::string(s.message()));
     for (const sim::PolicySpec& spec : Grid(base, f.sweep)) {
       results.push_back(sim::Simulate(requests, model, opt, spec));
@@ -219,6 +269,17 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       independent ? absl::StrFormat(" (%g independent copies)", f.rate_scale).c_str() : "",
       f.cold_start.c_str(), f.slo_wait.c_str(),
       opt.warmup_s > 0 ? absl::StrCat("; measured after a ", f.warmup, " warm-up").c_str() : "");
+  if (configured) {
+    const autoscale::AutoscalePolicy& p = configured->policy;
+    std::printf(
+        "tessera: service %s of %s (targetQueuePerReplica %g, targetUtilization %g +/- %g, "
+        "replicas %d-%d, idleTimeout %s, scaleDownWindow %s, coldStart %s)\n",
+        configured->name.c_str(), f.config_file.c_str(), p.target_queue_per_replica,
+        p.target_utilization, p.utilization_band, p.min_replicas, p.max_replicas,
+        absl::FormatDuration(p.idle_timeout).c_str(),
+        absl::FormatDuration(p.scale_down_window).c_str(),
+        absl::FormatDuration(p.cold_start).c_str());
+  }
   std::printf("%-11s %-32s %9s %9s %6s %8s %7s %7s %7s %6s %5s\n", "policy", "params", "GPU-h",
               "busy GPU-h", "util", "SLO", "p50 s", "p99 s", ">60s", "cold", "peak");
   for (const sim::SimResult& r : results) {

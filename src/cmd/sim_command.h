@@ -15,10 +15,14 @@ struct SimAutoscaleFlags {
   double rate_scale = 1;
   std::string rate_mode = "dense";  // dense | independent (azure)
   int min_replicas = 0;             // tessera, keda-queue (0 = scale to zero); hpa-cpu at least 1
-  std::string idle_timeout = "10m";
-  std::string scale_down_window = "10m";  // tessera's scaleDownWindow
-  double hpa_tolerance = 0.1;             // HPA's tolerance (every HPA-driven policy)
-  int64_t context_tokens = 1024;          // servegen: tokens per request (the trace has none)
+  std::string idle_timeout;         // tessera's idleTimeout; "" = 10m
+  std::string scale_down_window;    // tessera's scaleDownWindow; "" = 10m
+  // tessera's knobs from one service of a `tessera scaler` config (kind ScalerConfig) instead of
+  // the defaults and the flags above; `service` may be left out when the config has one.
+  std::string config_file;
+  std::string service;
+  double hpa_tolerance = 0.1;     // HPA's tolerance (every HPA-driven policy)
+  int64_t context_tokens = 1024;  // servegen: tokens per request (the trace has none)
   int64_t generated_tokens = 128;
   std::string duration;       // optional: only the first part of the trace
   std::string warmup = "0s";  // drives the policies, not measured

@@ -135,7 +135,9 @@ std::map<std::string, double> PolicySpec::Params() const {
   if (kind == "tessera") {
     return {{"target_utilization", tessera.target_utilization},
             {"target_queue_per_replica", tessera.target_queue_per_replica},
+            {"utilization_band", tessera.utilization_band},
             {"min_replicas", tessera.min_replicas},
+            {"max_replicas", tessera.max_replicas},
             {"idle_timeout_s", absl::ToDoubleSeconds(tessera.idle_timeout)},
             {"cold_start_s", absl::ToDoubleSeconds(tessera.cold_start)},
             {"scale_down_window_s", absl::ToDoubleSeconds(tessera.scale_down_window)}};

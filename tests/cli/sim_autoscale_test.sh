@@ -161,4 +161,63 @@ PY
 check "--hpa-tolerance changes what HPA acts on" test $? = 0
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --hpa-tolerance 1 2>"$WORK/err" >/dev/null
 check "a tolerance of 1 is refused" grep -q 'hpa-tolerance: expected a fraction' "$WORK/err"
+# --config: tessera runs the knobs of a service in a scaler config, as `tessera scaler` would.
+# A config at the defaults replays exactly like the flags' defaults; a changed knob changes the
+# run and is reported; the expected coldStart is the config's, the simulated one --cold-start's.
+cat >"$WORK/scaler.yaml" <<'YAML'
+apiVersion: tessera.io/v1alpha1
+kind: ScalerConfig
+prometheus: {url: "http://127.0.0.1:9090"}
+services:
+  - {name: defaults, server: vllm, model: a, deployment: a, maxReplicas: 200}
+  - name: lean
+    server: vllm
+    model: b
+    deployment: b
+    targetQueuePerReplica: 32
+    targetUtilization: 0.9
+    utilizationBand: 0.05
+    minReplicas: 2
+    maxReplicas: 6
+    scaleDownWindow: 3m
+    coldStart: 20s
+YAML
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera \
+  --json "$WORK/flags.json" >/dev/null
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera \
+  --config "$WORK/scaler.yaml" --service defaults --json "$WORK/cfg.json" >"$WORK/cfg.out"
+check "--config names the service it runs" grep -q "tessera: service defaults of .*scaler.yaml" "$WORK/cfg.out"
+check "a config at the defaults replays like the defaults" python3 -c "
+import json, sys
+a, b = (json.load(open(p))['runs'][0] for p in sys.argv[1:3])
+assert a == b, (a, b)" "$WORK/flags.json" "$WORK/cfg.json"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera,keda-queue \
+  --config "$WORK/scaler.yaml" --service lean --json "$WORK/lean.json" >/dev/null
+check "a service's knobs are tessera's, not the baselines'" python3 -c "
+import json, sys
+runs = json.load(open(sys.argv[1]))['runs']
+t, k = runs
+p = t['params']
+assert (p['target_queue_per_replica'], p['target_utilization'], p['utilization_band'],
+        p['min_replicas'], p['max_replicas'], p['scale_down_window_s'], p['cold_start_s']) == \
+       (32, 0.9, 0.05, 2, 6, 180, 20), p
+assert k['params']['min_replicas'] == 0, k['params']
+# Its floor of 2 is paid over the whole trace, its ceiling of 6 holds.
+assert t['gpu_hours'] >= 2 * 1200 / 3600 - 1e-9, t
+" "$WORK/lean.json"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/scaler.yaml" 2>"$WORK/err" >/dev/null
+check "two services and no --service: both named" grep -q 'has 2 services (defaults, lean): choose one with --service' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/scaler.yaml" --service big 2>"$WORK/err" >/dev/null
+check "an unknown service is named" grep -q 'service big: not in .*scaler.yaml (its services: defaults, lean)' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/scaler.yaml" --service lean \
+  --scale-down-window 5m 2>"$WORK/err" >/dev/null
+check "a tessera flag beside --config is refused" grep -q 'scale-down-window with --config: .*set scaleDownWindow there' "$WORK/err"
+sed 's/targetUtilization: 0.9/targetUtilization: 1.5/' "$WORK/scaler.yaml" >"$WORK/bad.yaml"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/bad.yaml" --service lean \
+  --json "$WORK/badcfg.json" 2>"$WORK/err" >/dev/null
+check "a bad knob: exit 1" test $? = 1
+check "located in the config" grep -q 'bad.yaml:1[0-9]:.*targetUtilization' "$WORK/err"
+check "and no JSON written" test ! -e "$WORK/badcfg.json"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --service lean 2>"$WORK/err" >/dev/null
+check "--service needs --config" grep -q 'service: needs --config' "$WORK/err"
 finish sim_autoscale_test
