@@ -121,6 +121,10 @@ int Main(int argc, char** argv) {
       "scaler", "Serve Tessera's replica decisions to KEDA (external scaler gRPC protocol)");
   scaler_cmd->add_option("--config", scal.config_file, "ScalerConfig file")->required();
   scaler_cmd->add_option("--listen", scal.listen, "HOST:PORT to serve on (default 0.0.0.0:9095)");
+  scaler_cmd->add_flag(
+      "--check", scal.check,
+      "Query Prometheus once for every service, print each answer and the "
+      "decision, and exit (0: all data fresh; 2: some missing) instead of serving");
 
   tessera::cmd::SimAutoscaleFlags simf;
   CLI::App* sim_cmd = app.add_subcommand("sim", "Trace-driven simulations");

@@ -1,9 +1,12 @@
 #include "cmd/scaler_command.h"
 
+#include <cstdio>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "adapters/io/files.h"
@@ -18,6 +21,74 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+// Forwards to Prometheus and keeps each query's answer, for --check to print.
+class RecordingSource final : public adapters::MetricSource {
+ public:
+  explicit RecordingSource(adapters::MetricSource& inner) : inner_(inner) {}
+  absl::StatusOr<adapters::PromValue> Query(const std::string& promql) override {
+    absl::StatusOr<adapters::PromValue> v = inner_.Query(promql);
+    answers_.insert_or_assign(promql, v);
+    return v;
+  }
+  const absl::StatusOr<adapters::PromValue>* Answer(const std::string& promql) const {
+    auto it = answers_.find(promql);
+    return it == answers_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  adapters::MetricSource& inner_;
+  std::map<std::string, absl::StatusOr<adapters::PromValue>> answers_;
+};
+
+// One poll, printed: every query of every service with Prometheus' answer, then the decision
+// the scaler would serve first.
+int Check(const std::string& file, const adapters::ScalerConfig& config) {
+  adapters::PromSource prom(config.prometheus);
+  RecordingSource source(prom);
+  RealClock clock;
+  adapters::Scaler scaler(config, source, clock);
+  scaler.PollOnce();
+  std::printf("%s: %zu service%s, Prometheus %s\n", file.c_str(), config.services.size(),
+              config.services.size() == 1 ? "" : "s", config.prometheus.url.c_str());
+  bool all_fresh = true;
+  for (const adapters::ServiceConfig& svc : config.services) {
+    std::printf("%s\n", svc.name.c_str());
+    const std::pair<const char*, const std::string*> queries[] = {
+        {"ready", &svc.ready_query},          {"starting", &svc.starting_query},
+        {"queue", &svc.queue_query},          {"activation", &svc.activation_query},
+        {"running", &svc.running_query},      {"utilization", &svc.utilization_query},
+        {"throughput", &svc.throughput_query}};
+    for (const auto& [label, query] : queries) {
+      if (query->empty()) continue;
+      const absl::StatusOr<adapters::PromValue>* a = source.Answer(*query);
+      std::string answer;
+      if (a == nullptr) {
+        answer = query == &svc.queue_query
+                     ? "not read: no replica is ready, the activation query stands in"
+                     : "not read: replicas are ready (it stands in for the queue only at zero)";
+      } else if (!a->ok()) {
+        answer = absl::StrCat("error: ", a->status().message());
+      } else if ((*a)->empty) {
+        answer = "no series";
+      } else {
+        answer = absl::StrFormat("%g", (*a)->value);
+        const absl::StatusOr<adapters::PromValue>* ready = source.Answer(svc.ready_query);
+        if (query == &svc.utilization_query && ready != nullptr && ready->ok() &&
+            !(*ready)->empty && (*ready)->value == 0) {
+          answer += " (not used while no replica is ready)";
+        }
+      }
+      std::printf("  %-11s %s\n      = %s\n", label, query->c_str(), answer.c_str());
+    }
+    absl::StatusOr<adapters::ScalerView> view = scaler.View(svc.name);
+    all_fresh = all_fresh && view.ok() && view->data_ok;
+    std::printf("  decision    %d replica%s%s: %s\n", view->replicas,
+                view->replicas == 1 ? "" : "s", view->data_ok ? "" : " (data missing: held)",
+                view->reason.c_str());
+  }
+  return all_fresh ? 0 : 2;
+}
+
 }  // namespace
 
 int RunScaler(const ScalerFlags& flags) {
@@ -29,6 +100,7 @@ int RunScaler(const ScalerFlags& flags) {
   if (std::vector<std::string> bad = config->UnreadableFiles(); !bad.empty()) {
     return Fail(absl::StrCat(flags.config_file, ": cannot read ", absl::StrJoin(bad, "; ")));
   }
+  if (flags.check) return Check(flags.config_file, *config);
   adapters::PromSource source(config->prometheus);
   RealClock clock;
   adapters::Scaler scaler(*config, source, clock, [&clock](const std::string& line) {

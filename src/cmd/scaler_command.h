@@ -9,9 +9,14 @@ namespace tessera::cmd {
 struct ScalerFlags {
   std::string config_file;
   std::string listen = "0.0.0.0:9095";
+  // Check the config and its files, query Prometheus once for every service, print each query's
+  // answer and the decision it leads to, and exit instead of serving.
+  bool check = false;
 };
 
 // Runs until SIGTERM or SIGINT. Exit status: 0 after a signal; 1 bad config or address.
+// With check: 0 every service decided on fresh data; 2 some query failed or found no series
+// where one is needed (each named); 1 bad config.
 int RunScaler(const ScalerFlags& flags);
 
 }  // namespace tessera::cmd

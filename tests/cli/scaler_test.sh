@@ -6,8 +6,9 @@
 set -u
 TESSERA=${1:?usage: scaler_test.sh path/to/tessera}
 WORK=$(mktemp -d)
-trap 'kill "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'kill "$PID" "$FAKE" 2>/dev/null; rm -rf "$WORK"' EXIT
 PID=
+FAKE=
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 config() {  # config PROMETHEUS_EXTRA_LINES
@@ -55,4 +56,53 @@ kill -TERM "$PID"
 wait "$PID"
 check "SIGTERM: exit 0" test $? = 0
 PID=
+# --check: one poll against a Prometheus (here a stand-in speaking its query API), every query's
+# answer and the decision printed, exit 0 when all data is fresh, 2 when some is missing.
+check_config() {  # check_config PORT
+  cat <<YAML
+apiVersion: tessera.io/v1alpha1
+kind: ScalerConfig
+prometheus: {url: "http://127.0.0.1:$1", timeout: 1s}
+services:
+  - {name: chat, server: vllm, model: chat, deployment: chat, namespace: default}
+  - name: batch
+    queueQuery: 'sum(batch_queue)'
+    readyQuery: 'sum(batch_ready)'
+    activationQuery: 'sum(gateway_pending{service="batch"})'
+YAML
+}
+fake_prometheus() {  # fake_prometheus ANSWERS_JSON: starts it, sets FAKE and FAKE_PORT
+  echo "$1" >"$WORK/answers.json"
+  rm -f "$WORK/port"
+  python3 "$(dirname "${BASH_SOURCE[0]}")/fake_prometheus.py" "$WORK/answers.json" "$WORK/port" &
+  FAKE=$!
+  for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.05; done
+  FAKE_PORT=$(cat "$WORK/port")
+  check_config "$FAKE_PORT" >"$WORK/check.yaml"
+}
+fake_prometheus '{"replicas_available": 2, "replicas_unavailable": 0, "num_requests_waiting": 9,
+  "num_requests_running": 40, "DCGM_FI_DEV_GPU_UTIL": 0.8, "request_success_total": 5,
+  "batch_ready": 0, "batch_queue": 0, "gateway_pending": 3}'
+"$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
+check "--check with every series there: exit 0" test $? = 0
+check "each query with its answer" grep -A1 -q 'queue       sum(vllm:num_requests_waiting{model_name="chat"})' "$WORK/out"
+check "  (the value)" grep -q '^      = 9$' "$WORK/out"
+check "the decision it leads to, with why" grep -qE '^  decision    [3-9] replicas: scale up to [3-9]: queue: 9 waiting \+ 40 running' "$WORK/out"
+check "at zero the activation query is read, the queue not" \
+  bash -c "grep -A1 '^  activation' '$WORK/out' | grep -q '= 3' && grep -A1 'sum(batch_queue)' '$WORK/out' | grep -q 'not read: no replica is ready'"
+check "its utilisation read but not used at zero" grep -q '^      = 0.8 (not used while no replica is ready)$' "$WORK/out"
+check "and wakes the service" grep -q '^  decision    1 replica: .*activation from zero' "$WORK/out"
+kill "$FAKE"; wait "$FAKE" 2>/dev/null
+fake_prometheus '{"replicas_unavailable": 0, "num_requests_waiting": 9, "num_requests_running": 40,
+  "batch_ready": "error"}'
+"$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
+check "a series missing: exit 2" test $? = 2
+check "the query named as finding none" grep -A1 -q 'kube_deployment_status_replicas_available{namespace="default",deployment="chat"}' "$WORK/out"
+check "  (no series)" grep -q '^      = no series$' "$WORK/out"
+check "Prometheus' error shown" grep -q '^      = error: .*parse error at char 5' "$WORK/out"
+check "the decision held" grep -q '^  decision    1 replica (data missing: held): holding at 1' "$WORK/out"
+kill "$FAKE"; wait "$FAKE" 2>/dev/null
+"$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
+check "Prometheus gone: exit 2" test $? = 2
+check "  with the reason" grep -q "= error: .*127.0.0.1:$FAKE_PORT" "$WORK/out"
 finish scaler_test
