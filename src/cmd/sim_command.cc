@@ -43,6 +43,8 @@ std::vector<sim::PolicySpec> Grid(const sim::PolicySpec& base, bool sweep) {
   std::vector<sim::PolicySpec> out;
   auto floors = [&] {
     for (int n : kSweptFloors) {
+      // A floor above a configured ceiling is not a configuration the scaler would accept.
+      if (base.kind == "tessera" && n > base.tessera.max_replicas) continue;
       sim::PolicySpec s = base;
       s.min_replicas = n;
       s.tessera.min_replicas = n;

@@ -205,6 +205,16 @@ assert k['params']['min_replicas'] == 0, k['params']
 # Its floor of 2 is paid over the whole trace, its ceiling of 6 holds.
 assert t['gpu_hours'] >= 2 * 1200 / 3600 - 1e-9, t
 " "$WORK/lean.json"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera --sweep \
+  --config "$WORK/scaler.yaml" --service lean --json "$WORK/leansweep.json" >/dev/null
+check "--sweep from a service's knobs keeps within its ceiling" python3 -c "
+import json, sys
+runs = json.load(open(sys.argv[1]))['runs']
+floors = sorted(r['params']['min_replicas'] for r in runs)
+assert floors[-1] == 4 and floors.count(2) == len(runs) - 1, floors  # 8-32 exceed maxReplicas 6
+assert all(r['params']['max_replicas'] == 6 and r['params']['scale_down_window_s'] == 180
+           for r in runs), runs
+" "$WORK/leansweep.json"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/scaler.yaml" 2>"$WORK/err" >/dev/null
 check "two services and no --service: both named" grep -q 'has 2 services (defaults, lean): choose one with --service' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/scaler.yaml" --service big 2>"$WORK/err" >/dev/null
