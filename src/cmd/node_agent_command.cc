@@ -58,12 +58,14 @@ int RunNodeAgent(const NodeAgentFlags& f) {
       return Fail(2, std::string(s.message()));
     }
   }
-  std::cerr << "tessera node-agent: cache " << f.cache_dir << ", budget " << f.max_bytes
-            << ", serving";
-  for (const std::string& l : f.listen) std::cerr << " " << l;
-  if (!f.listen_http.empty())
-    std::cerr << " http://" << f.listen_http << " (port " << server.port() << ")";
-  std::cerr << std::endl;
+  // One write, so a reader waiting for the line never sees half of it.
+  std::string ready = absl::StrCat("tessera node-agent: cache ", f.cache_dir, ", budget ",
+                                   f.max_bytes, ", serving");
+  for (const std::string& l : f.listen) absl::StrAppend(&ready, " ", l);
+  if (!f.listen_http.empty()) {
+    absl::StrAppend(&ready, " http://", f.listen_http, " (port ", server.port(), ")");
+  }
+  std::cerr << ready + "\n" << std::flush;
   while (!stop) absl::SleepFor(absl::Milliseconds(100));
   server.Stop();
   agent->reset();  // cancels fills in flight; their verified chunks stay for the next start

@@ -104,8 +104,9 @@ int RunScaler(const ScalerFlags& flags) {
   adapters::PromSource source(config->prometheus);
   RealClock clock;
   adapters::Scaler scaler(*config, source, clock, [&clock](const std::string& line) {
-    std::cerr << absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", clock.Now(), absl::UTCTimeZone()) << " "
-              << line << "\n";
+    // One write per line, so a reader (or a log shipper) never sees half of one.
+    std::cerr << absl::StrCat(
+        absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", clock.Now(), absl::UTCTimeZone()), " ", line, "\n");
   });
   std::atomic<bool>& stop = StopOnSignal();
   std::atomic<int> bound{0};
@@ -114,8 +115,9 @@ int RunScaler(const ScalerFlags& flags) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (bound.load() > 0) {
-      std::cerr << "tessera scaler: " << config->services.size() << " services, Prometheus "
-                << config->prometheus.url << ", listening on port " << bound.load() << "\n";
+      std::cerr << absl::StrCat("tessera scaler: ", config->services.size(),
+                                " services, Prometheus ", config->prometheus.url,
+                                ", listening on port ", bound.load(), "\n");
     }
   });
   absl::Status s = adapters::ServeScaler(scaler, flags.listen, &stop, &bound);

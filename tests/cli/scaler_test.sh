@@ -44,8 +44,8 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 check "a usable config: serving" grep -q "1 services, Prometheus http://127.0.0.1:9, listening on port [1-9]" "$WORK/log"
-for _ in $(seq 50); do
-  grep -q "chat: " "$WORK/log" && break
+for _ in $(seq 100); do  # a whole line: "chat: " alone may be half of one being written
+  grep -q "chat: .*127.0.0.1:9" "$WORK/log" && break
   sleep 0.1
 done
 # Prometheus is not there: the first decision holds (never zero on missing data), logged with why.
