@@ -9,6 +9,7 @@ namespace tessera::cmd {
 struct ScalerFlags {
   std::string config_file;
   std::string listen = "0.0.0.0:9095";
+  std::string metrics_listen;  // HOST:PORT for GET /metrics (Prometheus); "" = none
   // Check the config and its files, query Prometheus once for every service, print each query's
   // answer and the decision it leads to, and exit instead of serving.
   bool check = false;

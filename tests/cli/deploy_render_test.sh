@@ -37,6 +37,8 @@ check "scaler: the service key" grep -q 'service: chat-small' "$S"
 check "scaler: HPA windows off" grep -q 'stabilizationWindowSeconds: 0' "$S"
 check "scaler: fallback replicas" grep -q 'failureThreshold: 3' "$S"
 check "scaler: runs tessera scaler" grep -q -- '- scaler' "$S"
+check "scaler: serves its metrics" grep -q -- '--metrics-listen=0.0.0.0:9096' "$S"
+check "scaler: and says where" grep -q 'prometheus.io/port: "9096"' "$S"
 # The ConfigMap's scaler.yaml, as rendered, must start the scaler.
 python3 - "$S" >"$WORK/scaler-config.yaml" <<'PY'
 import sys

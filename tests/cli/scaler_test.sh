@@ -37,7 +37,8 @@ check "located" grep -q "header.yaml:6:.*expected an HTTP header name" "$WORK/er
 printf 's3cr3t-t0ken\n' >"$WORK/token"
 config "  bearerTokenFile: $WORK/token
   headers: {X-Scope-OrgID: team-a}" >"$WORK/good.yaml"
-"$TESSERA" scaler --config "$WORK/good.yaml" --listen 127.0.0.1:0 2>"$WORK/log" >/dev/null &
+"$TESSERA" scaler --config "$WORK/good.yaml" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+  2>"$WORK/log" >/dev/null &
 PID=$!
 for _ in $(seq 100); do
   grep -q "listening on port" "$WORK/log" && break
@@ -52,6 +53,16 @@ done
 check "the decision is logged with its reason" \
   grep -qE "^[0-9T:-]+Z chat: 1 replicas, data missing: holding at 1: no fresh .*127.0.0.1:9" "$WORK/log"
 check "and no credential in the log" bash -c "! grep -q s3cr3t-t0ken '$WORK/log'"
+MPORT=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$WORK/log")
+check "--metrics-listen: its port announced" test -n "$MPORT"
+curl -s "http://127.0.0.1:$MPORT/metrics" >"$WORK/metrics"
+check "/metrics: the held decision, not fresh" \
+  grep -qx 'tessera_scaler_desired_replicas{service="chat"} 1' "$WORK/metrics"
+check "  (fresh 0)" grep -qx 'tessera_scaler_fresh{service="chat"} 0' "$WORK/metrics"
+check "  (polls without data counted)" \
+  grep -qE '^tessera_scaler_polls_without_data_total\{service="chat"\} [1-9]' "$WORK/metrics"
+check "  (in the text format)" grep -q '^# TYPE tessera_scaler_query_failures_total counter$' "$WORK/metrics"
+check "another path: 404" test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/")" = 404
 kill -TERM "$PID"
 wait "$PID"
 check "SIGTERM: exit 0" test $? = 0

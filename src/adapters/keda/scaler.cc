@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "adapters/io/files.h"
 #include "externalscaler.grpc.pb.h"
 
@@ -21,10 +22,11 @@ Scaler::Scaler(ScalerConfig config, MetricSource& source, const Clock& clock, Lo
   }
 }
 
-autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero,
-                               std::string* problems) {
+autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero, std::string* problems,
+                               int64_t* failures) {
   absl::Time now = clock_.Now();
   absl::StatusOr<PromValue> v = source_.Query(query);
+  if (!v.ok() || (v->empty && !empty_is_zero)) ++*failures;
   if (!v.ok()) {
     // Once per distinct problem (an unreachable Prometheus fails every query alike).
     if (!absl::StrContains(*problems, v.status().message())) {
@@ -47,22 +49,26 @@ void Scaler::PollOnce() {
   std::vector<std::string> lines;
   for (const ServiceConfig& cfg : config_.services) {
     std::string problems;
+    int64_t failures = 0;
+    auto read = [&](const std::string& query, bool empty_is_zero) {
+      return Read(query, empty_is_zero, &problems, &failures);
+    };
     autoscale::Signals s;
-    s.ready = Read(cfg.ready_query, /*empty_is_zero=*/false, &problems);
+    s.ready = read(cfg.ready_query, /*empty_is_zero=*/false);
     // With no replica up, the servers' series are absent, which means nothing is queued there.
     bool none_up = s.ready.present && s.ready.value == 0;
     // At zero the servers' queue is gone with them: the gateway's, where configured, stands in.
     s.waiting = none_up && !cfg.activation_query.empty()
-                    ? Read(cfg.activation_query, /*empty_is_zero=*/true, &problems)
-                    : Read(cfg.queue_query, none_up, &problems);
+                    ? read(cfg.activation_query, /*empty_is_zero=*/true)
+                    : read(cfg.queue_query, none_up);
     s.running = cfg.running_query.empty() ? autoscale::Sample::At(0, clock_.Now())
-                                          : Read(cfg.running_query, none_up, &problems);
+                                          : read(cfg.running_query, none_up);
     if (!cfg.utilization_query.empty()) {
-      s.utilization = Read(cfg.utilization_query, false, &problems);
+      s.utilization = read(cfg.utilization_query, false);
       if (none_up) s.utilization = {};
     }
-    if (!cfg.throughput_query.empty()) s.throughput = Read(cfg.throughput_query, true, &problems);
-    if (!cfg.starting_query.empty()) s.starting = Read(cfg.starting_query, true, &problems);
+    if (!cfg.throughput_query.empty()) s.throughput = read(cfg.throughput_query, true);
+    if (!cfg.starting_query.empty()) s.starting = read(cfg.starting_query, true);
     absl::Time now = clock_.Now();
     absl::MutexLock lock(&mu_);
     Service& svc = services_[cfg.name];
@@ -74,6 +80,10 @@ void Scaler::PollOnce() {
     svc.view.reason = problems.empty() ? d.reason : absl::StrCat(d.reason, " [", problems, "]");
     svc.view.decided_at = now;
     svc.view.data_ok = d.data_ok;
+    svc.last = s;
+    ++svc.polls;
+    svc.polls_without_data += d.data_ok ? 0 : 1;
+    svc.query_failures += failures;
     if (log_ && changed) {
       lines.push_back(absl::StrCat(
           cfg.name, ": ", d.replicas, " replicas",
@@ -83,6 +93,98 @@ void Scaler::PollOnce() {
     svc.polled = true;
   }
   for (const std::string& line : lines) log_(line);
+}
+
+void Scaler::CountRpc(const std::string& method, const std::string& code) {
+  absl::MutexLock lock(&mu_);
+  ++rpcs_[{method, code}];
+}
+
+namespace {
+
+// A label value in the text exposition format: backslash, double quote and newline escaped.
+std::string LabelValue(absl::string_view v) {
+  std::string out;
+  for (char ch : v) {
+    if (ch == '\\') {
+      out += "\\\\";
+    } else if (ch == '"') {
+      out += "\\\"";
+    } else if (ch == '\n') {
+      out += "\\n";
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Scaler::MetricsText() const {
+  std::string out;
+  auto family = [&out](const char* name, const char* type, const char* help) {
+    absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+  };
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_.Now();
+  // One family at a time, a sample per service (the format wants a family's samples together).
+  auto per_service = [&](const char* name, const char* type, const char* help, auto value) {
+    family(name, type, help);
+    for (const ServiceConfig& cfg : config_.services) {
+      const Service& svc = services_.at(cfg.name);
+      if (!svc.polled) continue;
+      absl::StrAppend(&out, name, "{service=\"", LabelValue(cfg.name), "\"} ", value(cfg, svc),
+                      "\n");
+    }
+  };
+  per_service("tessera_scaler_desired_replicas", "gauge",
+              "The replica count served to KEDA (the last decision).",
+              [](const ServiceConfig&, const Service& s) { return s.view.replicas; });
+  per_service("tessera_scaler_fresh", "gauge",
+              "1 when the decision rests on fresh data (GetMetrics answers it), 0 when held on "
+              "missing or stale data (GetMetrics is UNAVAILABLE, KEDA's fallback applies).",
+              [&](const ServiceConfig& cfg, const Service& s) {
+                return s.view.data_ok && now - s.view.decided_at <= cfg.policy.stale_after ? 1 : 0;
+              });
+  per_service("tessera_scaler_last_poll_timestamp_seconds", "gauge",
+              "When the service's queries were last run (Unix time).",
+              [](const ServiceConfig&, const Service& s) {
+                return absl::StrFormat("%.3f", absl::ToUnixMillis(s.view.decided_at) / 1e3);
+              });
+  per_service("tessera_scaler_polls_total", "counter", "Polls of the service's queries.",
+              [](const ServiceConfig&, const Service& s) { return s.polls; });
+  per_service("tessera_scaler_polls_without_data_total", "counter",
+              "Polls whose decision was held for lack of fresh data.",
+              [](const ServiceConfig&, const Service& s) { return s.polls_without_data; });
+  per_service("tessera_scaler_query_failures_total", "counter",
+              "Queries that failed (unreachable, timeout, HTTP or PromQL error, NaN) or found "
+              "no series where one is needed.",
+              [](const ServiceConfig&, const Service& s) { return s.query_failures; });
+  family("tessera_scaler_signal", "gauge",
+         "The signals of the last poll, as the policy read them (absent when not read or "
+         "missing).");
+  for (const ServiceConfig& cfg : config_.services) {
+    const Service& svc = services_.at(cfg.name);
+    const autoscale::Signals& s = svc.last;
+    for (auto [signal, sample] : {std::pair{"waiting", &s.waiting},
+                                  {"running", &s.running},
+                                  {"ready", &s.ready},
+                                  {"starting", &s.starting},
+                                  {"utilization", &s.utilization},
+                                  {"throughput", &s.throughput}}) {
+      if (!svc.polled || !sample->present) continue;
+      absl::StrAppend(&out, "tessera_scaler_signal{service=\"", LabelValue(cfg.name),
+                      "\",signal=\"", signal, "\"} ", absl::StrFormat("%g", sample->value), "\n");
+    }
+  }
+  family("tessera_scaler_grpc_requests_total", "counter",
+         "KEDA's calls answered, by method and gRPC status code.");
+  for (const auto& [key, n] : rpcs_) {
+    absl::StrAppend(&out, "tessera_scaler_grpc_requests_total{method=\"", key.first, "\",code=\"",
+                    key.second, "\"} ", n, "\n");
+  }
+  return out;
 }
 
 absl::StatusOr<ScalerView> Scaler::View(const std::string& service) const {
@@ -125,17 +227,37 @@ class ExternalScalerImpl final : public externalscaler::ExternalScaler::Service 
   ExternalScalerImpl(Scaler& scaler, const std::atomic<bool>* stop)
       : scaler_(scaler), stop_(stop) {}
 
-  grpc::Status IsActive(grpc::ServerContext*, const externalscaler::ScaledObjectRef* ref,
+  // Each call counted by method and the code it was answered with (tessera_scaler_grpc_...).
+  grpc::Status IsActive(grpc::ServerContext* ctx, const externalscaler::ScaledObjectRef* ref,
                         externalscaler::IsActiveResponse* out) override {
+    return Count("IsActive", IsActiveImpl(ctx, ref, out));
+  }
+  grpc::Status StreamIsActive(
+      grpc::ServerContext* ctx, const externalscaler::ScaledObjectRef* ref,
+      grpc::ServerWriter<externalscaler::IsActiveResponse>* writer) override {
+    return Count("StreamIsActive", StreamIsActiveImpl(ctx, ref, writer));
+  }
+  grpc::Status GetMetricSpec(grpc::ServerContext* ctx, const externalscaler::ScaledObjectRef* ref,
+                             externalscaler::GetMetricSpecResponse* out) override {
+    return Count("GetMetricSpec", GetMetricSpecImpl(ctx, ref, out));
+  }
+  grpc::Status GetMetrics(grpc::ServerContext* ctx, const externalscaler::GetMetricsRequest* req,
+                          externalscaler::GetMetricsResponse* out) override {
+    return Count("GetMetrics", GetMetricsImpl(ctx, req, out));
+  }
+
+ private:
+  grpc::Status IsActiveImpl(grpc::ServerContext*, const externalscaler::ScaledObjectRef* ref,
+                            externalscaler::IsActiveResponse* out) {
     absl::StatusOr<bool> active = Active(*ref);
     if (!active.ok()) return ToGrpc(active.status());
     out->set_result(*active);
     return grpc::Status::OK;
   }
 
-  grpc::Status StreamIsActive(
-      grpc::ServerContext* ctx, const externalscaler::ScaledObjectRef* ref,
-      grpc::ServerWriter<externalscaler::IsActiveResponse>* writer) override {
+  grpc::Status StreamIsActiveImpl(grpc::ServerContext* ctx,
+                                  const externalscaler::ScaledObjectRef* ref,
+                                  grpc::ServerWriter<externalscaler::IsActiveResponse>* writer) {
     absl::Duration period = scaler_.config().poll_interval;
     while (!ctx->IsCancelled() && !stop_->load()) {
       absl::StatusOr<bool> active = Active(*ref);
@@ -151,8 +273,8 @@ class ExternalScalerImpl final : public externalscaler::ExternalScaler::Service 
     return grpc::Status::OK;
   }
 
-  grpc::Status GetMetricSpec(grpc::ServerContext*, const externalscaler::ScaledObjectRef* ref,
-                             externalscaler::GetMetricSpecResponse* out) override {
+  grpc::Status GetMetricSpecImpl(grpc::ServerContext*, const externalscaler::ScaledObjectRef* ref,
+                                 externalscaler::GetMetricSpecResponse* out) {
     // Static: answered from the config alone, never from Prometheus (KEDA issue 8056).
     absl::StatusOr<std::string> service = ServiceOf(*ref);
     if (!service.ok()) return ToGrpc(service.status());
@@ -163,8 +285,8 @@ class ExternalScalerImpl final : public externalscaler::ExternalScaler::Service 
     return grpc::Status::OK;
   }
 
-  grpc::Status GetMetrics(grpc::ServerContext*, const externalscaler::GetMetricsRequest* req,
-                          externalscaler::GetMetricsResponse* out) override {
+  grpc::Status GetMetricsImpl(grpc::ServerContext*, const externalscaler::GetMetricsRequest* req,
+                              externalscaler::GetMetricsResponse* out) {
     absl::StatusOr<std::string> service = ServiceOf(req->scaledobjectref());
     if (!service.ok()) return ToGrpc(service.status());
     absl::StatusOr<ScalerView> v = scaler_.View(*service);
@@ -180,7 +302,28 @@ class ExternalScalerImpl final : public externalscaler::ExternalScaler::Service 
     return grpc::Status::OK;
   }
 
- private:
+  grpc::Status Count(const char* method, grpc::Status status) {
+    static constexpr const char* kNames[] = {"OK",
+                                             "CANCELLED",
+                                             "UNKNOWN",
+                                             "INVALID_ARGUMENT",
+                                             "DEADLINE_EXCEEDED",
+                                             "NOT_FOUND",
+                                             "ALREADY_EXISTS",
+                                             "PERMISSION_DENIED",
+                                             "RESOURCE_EXHAUSTED",
+                                             "FAILED_PRECONDITION",
+                                             "ABORTED",
+                                             "OUT_OF_RANGE",
+                                             "UNIMPLEMENTED",
+                                             "INTERNAL",
+                                             "UNAVAILABLE",
+                                             "DATA_LOSS",
+                                             "UNAUTHENTICATED"};
+    const int code = static_cast<int>(status.error_code());
+    scaler_.CountRpc(method, code >= 0 && code < 17 ? kNames[code] : "UNKNOWN");
+    return status;
+  }
   absl::StatusOr<std::string> ServiceOf(const externalscaler::ScaledObjectRef& ref) {
     auto it = ref.scalermetadata().find("service");
     if (it == ref.scalermetadata().end() || it->second.empty()) {

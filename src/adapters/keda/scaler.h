@@ -65,6 +65,12 @@ class Scaler {
   void PollOnce();
   // NotFound for an unknown service.
   absl::StatusOr<ScalerView> View(const std::string& service) const;
+  // Prometheus' text exposition (version 0.0.4) of what the scaler decided and saw, per
+  // service, and of the RPCs it answered: for dashboards of decision against actual replicas and
+  // alerts on missing data (docs/autoscaling.md lists the metrics).
+  std::string MetricsText() const;
+  // Counts an answered RPC by method and gRPC status code name (e.g. "GetMetrics", "OK").
+  void CountRpc(const std::string& method, const std::string& code);
   const ScalerConfig& config() const { return config_; }
   const Clock& clock() const { return clock_; }
   static std::string MetricName(const std::string& service) { return "tessera-" + service; }
@@ -74,8 +80,14 @@ class Scaler {
     autoscale::AutoscaleState state;
     ScalerView view;
     bool polled = false;
+    autoscale::Signals last;  // the signals of the last poll (absent ones not present)
+    int64_t polls = 0;
+    int64_t polls_without_data = 0;  // decided without fresh data (held)
+    int64_t query_failures = 0;      // a query failed or found no series where one is needed
   };
-  autoscale::Sample Read(const std::string& query, bool empty_is_zero, std::string* problems);
+  // Counts into *failures a query that gives no sample.
+  autoscale::Sample Read(const std::string& query, bool empty_is_zero, std::string* problems,
+                         int64_t* failures);
 
   ScalerConfig config_;
   MetricSource& source_;
@@ -83,6 +95,7 @@ class Scaler {
   LogSink log_;
   mutable absl::Mutex mu_;
   std::map<std::string, Service> services_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, std::string>, int64_t> rpcs_ ABSL_GUARDED_BY(mu_);
 };
 
 // Serves `scaler` on `listen` (host:port; port 0 = any, reported in *bound_port) until *stop,

@@ -41,6 +41,12 @@ class Exporter {
                           waiting_, running_, ready_),
           "text/plain; version=0.0.4");
     });
+    // The scaler's own metrics, scraped by the same Prometheus (a second job).
+    server_.Get("/scaler-metrics", [this](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu_);
+      res.set_content(scaler_ == nullptr ? "" : scaler_->MetricsText(),
+                      "text/plain; version=0.0.4");
+    });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
   }
@@ -54,9 +60,14 @@ class Exporter {
     running_ = running;
     ready_ = ready;
   }
+  void ServeScalerMetrics(const Scaler* scaler) {
+    std::lock_guard<std::mutex> l(mu_);
+    scaler_ = scaler;
+  }
   int port() const { return port_; }
 
  private:
+  const Scaler* scaler_ = nullptr;
   httplib::Server server_;
   std::thread thread_;
   int port_ = 0;
@@ -71,7 +82,9 @@ class Prometheus {
     std::ofstream(dir + "/prometheus.yml")
         << "global: {scrape_interval: 500ms, evaluation_interval: 500ms}\n"
         << "scrape_configs:\n- job_name: chat\n  static_configs:\n  - targets: ['127.0.0.1:"
-        << exporter_port << "']\n";
+        << exporter_port << "']\n"
+        << "- job_name: tessera-scaler\n  metrics_path: /scaler-metrics\n"
+        << "  static_configs:\n  - targets: ['127.0.0.1:" << exporter_port << "']\n";
   }
   ~Prometheus() { Stop(); }
   void Start() {
@@ -202,6 +215,11 @@ services:
   PromSource source(config->prometheus);
   RealClock clock;
   Scaler scaler(*config, source, clock);
+  exporter.ServeScalerMetrics(&scaler);
+  struct Unserve {
+    Exporter& e;
+    ~Unserve() { e.ServeScalerMetrics(nullptr); }
+  } unserve{exporter};
   testing::ServedScaler served(scaler);  // stops on every exit, failed assertions included
   ASSERT_GT(served.port(), 0);
   KedaClient keda(served.port());
@@ -223,6 +241,20 @@ services:
   exporter.Set(40, 16, 1);
   ASSERT_TRUE(Eventually([&] { return keda.Replicas() == 3; }, 10)) << scaler.View("chat")->reason;
   EXPECT_TRUE(keda.Active());
+  // Prometheus scrapes the scaler's own metrics (its parser accepts them) and has the decision.
+  PromClient query(config->prometheus);
+  auto scraped = [&](const std::string& promql, double want) {
+    absl::StatusOr<PromValue> got = query.Query(promql);
+    return got.ok() && !got->empty && got->value == want;
+  };
+  EXPECT_TRUE(Eventually([&] { return scraped("up{job=\"tessera-scaler\"}", 1); }, 10))
+      << prom.log();
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return scraped("tessera_scaler_desired_replicas{service=\"chat\"}", 3) &&
+               scraped("tessera_scaler_signal{service=\"chat\",signal=\"waiting\"}", 40);
+      },
+      10));
   // The HPA applied it; the queue is gone and two requests run: down to 1 after the window.
   exporter.Set(0, 2, 3);
   ASSERT_TRUE(Eventually([&] { return keda.Replicas() == 1; }, 10)) << scaler.View("chat")->reason;

@@ -9,6 +9,10 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "adapters/keda/test_scaler_server.h"
 #include "externalscaler.grpc.pb.h"
 #include "gmock/gmock.h"
@@ -18,6 +22,7 @@ namespace tessera::adapters {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Answers each query with the number the test set; Unavailable while `down`.
 class ScriptedSource final : public MetricSource {
@@ -191,6 +196,107 @@ services:
   while (bad->Read(&rest)) {
   }
   EXPECT_EQ(bad->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// The scrape a dashboard or alert reads: per service the decision, whether GetMetrics answers
+// it, the signals behind it and the polls and queries that failed; KEDA's calls by code. Valid
+// text exposition (each family's HELP and TYPE before its samples, label values escaped).
+TEST(Scaler, MetricsShowDecisionsSignalsMissingDataAndRpcs) {
+  absl::StatusOr<ScalerConfig> config =
+      DecodeScalerConfig("s.yaml", R"(apiVersion: tessera.io/v1alpha1
+kind: ScalerConfig
+prometheus: {url: "http://prom:9090"}
+services:
+  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready,
+     utilizationQuery: util, targetQueuePerReplica: 4, minReplicas: 1, staleAfter: 30s}
+  - {name: 'we"ird\name', queueQuery: w_waiting, readyQuery: w_ready, minReplicas: 1}
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  RealClock clock;
+  ScriptedSource prom(clock);
+  prom.values = {{"waiting", 40}, {"running", 16},  {"ready", 1},
+                 {"util", 0.5},   {"w_waiting", 0}, {"w_ready", 2}};
+  Scaler scaler(*config, prom, clock);
+  scaler.PollOnce();
+  std::string text = scaler.MetricsText();
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_desired_replicas{service=\"chat\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_fresh{service=\"chat\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_signal{service=\"chat\",signal=\"waiting\"} 40\n"));
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_signal{service=\"chat\",signal=\"running\"} 16\n"));
+  EXPECT_THAT(text,
+              HasSubstr("\ntessera_scaler_signal{service=\"chat\",signal=\"utilization\"} 0.5\n"));
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_polls_total{service=\"chat\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_query_failures_total{service=\"chat\"} 0\n"));
+  // A quote and a backslash in a service's name are escaped in its label. (2 ready, nothing
+  // waiting: down to its floor of 1.)
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_desired_replicas{service=\"we\\\"ird\\\\name\"} "
+                              "1\n"));
+  // No throughput query: no throughput signal.
+  EXPECT_THAT(text, Not(HasSubstr("signal=\"throughput\"")));
+
+  prom.down = true;
+  scaler.PollOnce();
+  text = scaler.MetricsText();
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_fresh{service=\"chat\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_desired_replicas{service=\"chat\"} 3\n"));  // held
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_polls_total{service=\"chat\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_polls_without_data_total{service=\"chat\"} 1\n"));
+  // ready, waiting, running, utilisation and starting (the default from the deployment's name):
+  // five queries failed.
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_query_failures_total{service=\"chat\"} 5\n"));
+  EXPECT_THAT(text, Not(HasSubstr("service=\"chat\",signal=\"waiting\"")));
+
+  // KEDA's calls, by method and code.
+  testing::ServedScaler served(scaler);
+  ASSERT_GT(served.port(), 0);
+  auto stub = externalscaler::ExternalScaler::NewStub(
+      grpc::CreateChannel(served.address(), grpc::InsecureChannelCredentials()));
+  auto call = [&](const std::string& service) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    externalscaler::GetMetricsRequest req;
+    *req.mutable_scaledobjectref() = testing::ScaledObjectRefFor(service);
+    req.set_metricname(Scaler::MetricName(service));
+    externalscaler::GetMetricsResponse out;
+    return stub->GetMetrics(&ctx, req, &out).error_code();
+  };
+  // Down: the served scaler polls at once and finds no data, so GetMetrics is UNAVAILABLE.
+  EXPECT_EQ(call("chat"), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(call("chat"), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(call("nope"), grpc::StatusCode::NOT_FOUND);
+  {
+    grpc::ClientContext ctx;
+    externalscaler::GetMetricSpecResponse spec;
+    EXPECT_TRUE(stub->GetMetricSpec(&ctx, testing::ScaledObjectRefFor("chat"), &spec).ok());
+  }
+  ASSERT_TRUE(served.Stop().ok());
+  text = scaler.MetricsText();
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_grpc_requests_total{method=\"GetMetrics\","
+                              "code=\"UNAVAILABLE\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_grpc_requests_total{method=\"GetMetrics\","
+                              "code=\"NOT_FOUND\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_grpc_requests_total{method=\"GetMetricSpec\","
+                              "code=\"OK\"} 1\n"));
+
+  // The format: every sample belongs to the family whose HELP and TYPE came last.
+  std::string family;
+  int samples = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&line, "# HELP ")) {
+      family = std::string(line.substr(0, line.find(' ')));
+      continue;
+    }
+    if (absl::ConsumePrefix(&line, "# TYPE ")) {
+      EXPECT_TRUE(absl::StartsWith(line, family + " ")) << line;
+      EXPECT_TRUE(absl::EndsWith(line, " gauge") || absl::EndsWith(line, " counter")) << line;
+      continue;
+    }
+    ++samples;
+    EXPECT_TRUE(absl::StartsWith(line, family + "{")) << line << " after " << family;
+    double value = 0;
+    EXPECT_TRUE(absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) << line;
+  }
+  EXPECT_GE(samples, 16);  // 6 families x 2 services, 1 signal, 3 RPC counts
 }
 
 }  // namespace
