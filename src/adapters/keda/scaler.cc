@@ -126,13 +126,20 @@ std::string Scaler::MetricsText() const {
   auto family = [&out](const char* name, const char* type, const char* help) {
     absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
   };
-  absl::MutexLock lock(&mu_);
+  // A snapshot, so that formatting holds no lock.
+  std::map<std::string, Service> services;
+  std::map<std::pair<std::string, std::string>, int64_t> rpcs;
+  {
+    absl::MutexLock lock(&mu_);
+    services = services_;
+    rpcs = rpcs_;
+  }
   const absl::Time now = clock_.Now();
   // One family at a time, a sample per service (the format wants a family's samples together).
   auto per_service = [&](const char* name, const char* type, const char* help, auto value) {
     family(name, type, help);
     for (const ServiceConfig& cfg : config_.services) {
-      const Service& svc = services_.at(cfg.name);
+      const Service& svc = services.at(cfg.name);
       if (!svc.polled) continue;
       absl::StrAppend(&out, name, "{service=\"", LabelValue(cfg.name), "\"} ", value(cfg, svc),
                       "\n");
@@ -165,7 +172,7 @@ std::string Scaler::MetricsText() const {
          "The signals of the last poll, as the policy read them (absent when not read or "
          "missing).");
   for (const ServiceConfig& cfg : config_.services) {
-    const Service& svc = services_.at(cfg.name);
+    const Service& svc = services.at(cfg.name);
     const autoscale::Signals& s = svc.last;
     for (auto [signal, sample] : {std::pair{"waiting", &s.waiting},
                                   {"running", &s.running},
@@ -180,7 +187,7 @@ std::string Scaler::MetricsText() const {
   }
   family("tessera_scaler_grpc_requests_total", "counter",
          "KEDA's calls answered, by method and gRPC status code.");
-  for (const auto& [key, n] : rpcs_) {
+  for (const auto& [key, n] : rpcs) {
     absl::StrAppend(&out, "tessera_scaler_grpc_requests_total{method=\"", key.first, "\",code=\"",
                     key.second, "\"} ", n, "\n");
   }
