@@ -5,6 +5,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "adapters/io/files.h"
 #include "base/status.h"
 #include "nlohmann/json.hpp"
@@ -109,8 +110,15 @@ absl::StatusOr<PromValue> PromClient::Query(const std::string& promql) const {
     req.headers.push_back("Authorization: Basic " +
                           absl::Base64Escape(config_.basic_username + ":" + password));
   }
-  TESSERA_ASSIGN_OR_RETURN(HttpResponse r, Fetch(req));
-  return ParsePromResponse(r.status, r.body);
+  absl::StatusOr<HttpResponse> r = Fetch(req);
+  if (!r.ok()) {
+    // A transport failure is the same for every query: name the endpoint, not the escaped query,
+    // so that one unreachable Prometheus reads as one problem (the scaler logs each once).
+    const std::string endpoint = absl::StrCat(config_.url, "/api/v1/query");
+    return absl::Status(r.status().code(),
+                        absl::StrReplaceAll(r.status().message(), {{req.url, endpoint}}));
+  }
+  return ParsePromResponse(r->status, r->body);
 }
 
 }  // namespace tessera::adapters

@@ -119,8 +119,15 @@ TEST(PromClient, EveryOutcome) {
   absl::Status slow = prom.Query("slow").status();
   EXPECT_EQ(slow.code(), absl::StatusCode::kDeadlineExceeded) << slow;
 
+  // A timeout and a refused connection name the endpoint, not the escaped query: the same
+  // problem for every query (the scaler logs it once).
+  EXPECT_THAT(slow.message(), HasSubstr(fake.url() + "/api/v1/query: "));
+  EXPECT_THAT(slow.message(), Not(HasSubstr("query=")));
   PromClient nobody(Plain("http://127.0.0.1:1"));
-  EXPECT_EQ(nobody.Query("one").status().code(), absl::StatusCode::kUnavailable);
+  absl::Status refused = nobody.Query("sum(up)").status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(refused.message(), nobody.Query("sum(other)").status().message());
+  EXPECT_THAT(refused.message(), HasSubstr("http://127.0.0.1:1/api/v1/query: "));
 }
 
 TEST(PromClient, ParsesOddBodies) {
