@@ -148,6 +148,11 @@ std::string Scaler::MetricsText() const {
   per_service("tessera_scaler_desired_replicas", "gauge",
               "The replica count served to KEDA (the last decision).",
               [](const ServiceConfig&, const Service& s) { return s.view.replicas; });
+  per_service("tessera_scaler_min_replicas", "gauge", "The service's minReplicas (its floor).",
+              [](const ServiceConfig& c, const Service&) { return c.policy.min_replicas; });
+  per_service("tessera_scaler_max_replicas", "gauge",
+              "The service's maxReplicas: a decision held here means demand is capped.",
+              [](const ServiceConfig& c, const Service&) { return c.policy.max_replicas; });
   per_service("tessera_scaler_fresh", "gauge",
               "1 when the decision rests on fresh data (GetMetrics answers it), 0 when held on "
               "missing or stale data (GetMetrics is UNAVAILABLE, KEDA's fallback applies).",

@@ -221,6 +221,8 @@ services:
   std::string text = scaler.MetricsText();
   EXPECT_THAT(text, HasSubstr("\ntessera_scaler_desired_replicas{service=\"chat\"} 3\n"));
   EXPECT_THAT(text, HasSubstr("\ntessera_scaler_fresh{service=\"chat\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_min_replicas{service=\"chat\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("\ntessera_scaler_max_replicas{service=\"chat\"} 100\n"));
   EXPECT_THAT(text, HasSubstr("\ntessera_scaler_signal{service=\"chat\",signal=\"waiting\"} 40\n"));
   EXPECT_THAT(text, HasSubstr("\ntessera_scaler_signal{service=\"chat\",signal=\"running\"} 16\n"));
   EXPECT_THAT(text,
@@ -296,7 +298,7 @@ services:
     double value = 0;
     EXPECT_TRUE(absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) << line;
   }
-  EXPECT_GE(samples, 16);  // 6 families x 2 services, 1 signal, 3 RPC counts
+  EXPECT_GE(samples, 20);  // 8 families x 2 services, 1 signal, 3 RPC counts
 }
 
 }  // namespace
