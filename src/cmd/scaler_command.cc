@@ -66,7 +66,7 @@ int Check(const std::string& file, const adapters::ScalerConfig& config) {
       if (a == nullptr) {
         answer = query == &svc.queue_query
                      ? "not read: no replica is ready, the activation query stands in"
-                     : "not read: replicas are ready (it stands in for the queue only at zero)";
+                     : "not read: it stands in for the queue only while no replica is ready";
       } else if (!a->ok()) {
         answer = absl::StrCat("error: ", a->status().message());
       } else if ((*a)->empty) {
@@ -82,7 +82,12 @@ int Check(const std::string& file, const adapters::ScalerConfig& config) {
       std::printf("  %-11s %s\n      = %s\n", label, query->c_str(), answer.c_str());
     }
     absl::StatusOr<adapters::ScalerView> view = scaler.View(svc.name);
-    all_fresh = all_fresh && view.ok() && view->data_ok;
+    if (!view.ok()) {  // not for a service of the config; kept total all the same
+      std::printf("  decision    none: %s\n", std::string(view.status().message()).c_str());
+      all_fresh = false;
+      continue;
+    }
+    all_fresh = all_fresh && view->data_ok;
     std::printf("  decision    %d replica%s%s: %s\n", view->replicas,
                 view->replicas == 1 ? "" : "s", view->data_ok ? "" : " (data missing: held)",
                 view->reason.c_str());

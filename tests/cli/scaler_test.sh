@@ -112,6 +112,8 @@ check "the query named as finding none" grep -A1 -q 'kube_deployment_status_repl
 check "  (no series)" grep -q '^      = no series$' "$WORK/out"
 check "Prometheus' error shown" grep -q '^      = error: .*parse error at char 5' "$WORK/out"
 check "the decision held" grep -q '^  decision    1 replica (data missing: held): holding at 1' "$WORK/out"
+check "the activation query not read while readiness is unknown" \
+  bash -c "grep -A1 '^  activation' '$WORK/out' | grep -q 'not read: it stands in for the queue only while no replica is ready'"
 kill "$FAKE"; wait "$FAKE" 2>/dev/null
 "$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
 check "Prometheus gone: exit 2" test $? = 2
