@@ -121,6 +121,10 @@ std::string LabelValue(absl::string_view v) {
 
 }  // namespace
 
+bool Scaler::FreshAt(const ScalerView& v, const ServiceConfig& cfg, absl::Time now) {
+  return v.data_ok && now - v.decided_at <= cfg.policy.stale_after;
+}
+
 std::string Scaler::MetricsText() const {
   std::string out;
   auto family = [&out](const char* name, const char* type, const char* help) {
@@ -157,7 +161,7 @@ std::string Scaler::MetricsText() const {
               "1 when the decision rests on fresh data (GetMetrics answers it), 0 when held on "
               "missing or stale data (GetMetrics is UNAVAILABLE, KEDA's fallback applies).",
               [&](const ServiceConfig& cfg, const Service& s) {
-                return s.view.data_ok && now - s.view.decided_at <= cfg.policy.stale_after ? 1 : 0;
+                return FreshAt(s.view, cfg, now) ? 1 : 0;
               });
   per_service("tessera_scaler_last_poll_timestamp_seconds", "gauge",
               "When the service's queries were last run (Unix time).",
@@ -187,7 +191,8 @@ std::string Scaler::MetricsText() const {
                                   {"throughput", &s.throughput}}) {
       if (!svc.polled || !sample->present) continue;
       absl::StrAppend(&out, "tessera_scaler_signal{service=\"", LabelValue(cfg.name),
-                      "\",signal=\"", signal, "\"} ", absl::StrFormat("%g", sample->value), "\n");
+                      "\",signal=\"", signal, "\"} ", absl::StrFormat("%.10g", sample->value),
+                      "\n");
     }
   }
   family("tessera_scaler_grpc_requests_total", "counter",
@@ -210,7 +215,7 @@ absl::StatusOr<ScalerView> Scaler::View(const std::string& service) const {
   }
   absl::MutexLock lock(&mu_);
   ScalerView v = services_.at(service).view;
-  v.fresh = v.data_ok && clock_.Now() - v.decided_at <= cfg->policy.stale_after;
+  v.fresh = FreshAt(v, *cfg, clock_.Now());
   return v;
 }
 

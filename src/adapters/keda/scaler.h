@@ -85,6 +85,8 @@ class Scaler {
     int64_t polls_without_data = 0;  // decided without fresh data (held)
     int64_t query_failures = 0;      // a query failed or found no series where one is needed
   };
+  // A decision GetMetrics may answer: made on fresh data, and not older than staleAfter.
+  static bool FreshAt(const ScalerView& v, const ServiceConfig& cfg, absl::Time now);
   // Counts into *failures a query that gives no sample.
   autoscale::Sample Read(const std::string& query, bool empty_is_zero, std::string* problems,
                          int64_t* failures);
