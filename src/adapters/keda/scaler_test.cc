@@ -44,13 +44,19 @@ class ScriptedSource final : public MetricSource {
   const Clock& clock_;
 };
 
+// A ScalerConfig with Prometheus at http://prom:9090 (plus `prometheus_extra` in its map, e.g.
+// ", pollInterval: 100ms") and this `services:` list (YAML, one "  - {...}" line per service).
+absl::StatusOr<ScalerConfig> ConfigWith(const std::string& services,
+                                        const std::string& prometheus_extra = "") {
+  return DecodeScalerConfig("s.yaml", absl::StrCat("apiVersion: tessera.io/v1alpha1\n"
+                                                   "kind: ScalerConfig\n"
+                                                   "prometheus: {url: \"http://prom:9090\"",
+                                                   prometheus_extra, "}\nservices:\n", services));
+}
+
 TEST(Scaler, LogsEachChangeOfDecisionWithItsReason) {
   absl::StatusOr<ScalerConfig> config =
-      DecodeScalerConfig("s.yaml", R"(apiVersion: tessera.io/v1alpha1
-kind: ScalerConfig
-prometheus: {url: "http://prom:9090"}
-services:
-  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready,
+      ConfigWith(R"(  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready,
      targetQueuePerReplica: 4, minReplicas: 1, scaleDownWindow: 0s, staleAfter: 30s}
 )");
   ASSERT_TRUE(config.ok()) << config.status();
@@ -103,12 +109,10 @@ services:
 
 TEST(Scaler, AtZeroTheActivationQueryStandsInForTheServersQueue) {
   auto config = [](const std::string& extra) {
-    return DecodeScalerConfig("s.yaml", R"(apiVersion: tessera.io/v1alpha1
-kind: ScalerConfig
-prometheus: {url: "http://prom:9090"}
-services:
-  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready, minReplicas: 0)" +
-                                            extra + "}\n");
+    return ConfigWith(
+        absl::StrCat("  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: "
+                     "ready, minReplicas: 0",
+                     extra, "}\n"));
   };
   absl::StatusOr<ScalerConfig> with = config(", activationQuery: gateway");
   absl::StatusOr<ScalerConfig> without = config("");
@@ -144,13 +148,10 @@ services:
 // KEDA's `external-push`: StreamIsActive pushes the activity every poll interval, so a service
 // at zero is woken as soon as requests wait, without KEDA's polling delay.
 TEST(Scaler, StreamIsActivePushesTheChangeFromIdleToActive) {
-  absl::StatusOr<ScalerConfig> config =
-      DecodeScalerConfig("s.yaml", R"(apiVersion: tessera.io/v1alpha1
-kind: ScalerConfig
-prometheus: {url: "http://prom:9090", pollInterval: 100ms}
-services:
-  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready, minReplicas: 0}
-)");
+  absl::StatusOr<ScalerConfig> config = ConfigWith(
+      "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready, "
+      "minReplicas: 0}\n",
+      ", pollInterval: 100ms");
   ASSERT_TRUE(config.ok()) << config.status();
   RealClock clock;
   ScriptedSource prom(clock);
@@ -203,11 +204,7 @@ services:
 // text exposition (each family's HELP and TYPE before its samples, label values escaped).
 TEST(Scaler, MetricsShowDecisionsSignalsMissingDataAndRpcs) {
   absl::StatusOr<ScalerConfig> config =
-      DecodeScalerConfig("s.yaml", R"(apiVersion: tessera.io/v1alpha1
-kind: ScalerConfig
-prometheus: {url: "http://prom:9090"}
-services:
-  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready,
+      ConfigWith(R"(  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready,
      utilizationQuery: util, targetQueuePerReplica: 4, minReplicas: 1, staleAfter: 30s}
   - {name: 'we"ird\name', queueQuery: w_waiting, readyQuery: w_ready, minReplicas: 1}
 )");
