@@ -135,7 +135,8 @@ int Main(int argc, char** argv) {
       "autoscale", "Replay an LLM-serving trace through autoscaling policies");
   sim_as->add_option("--trace", simf.trace, "Trace file")->required();
   sim_as->add_option("--format", simf.format,
-                     "azure (Azure LLM inference traces, 2023 or 2024) or servegen");
+                     "azure (Azure LLM inference traces, 2023 or 2024), servegen, or prom-range (a "
+                     "Prometheus query_range JSON body of one request-rate series)");
   sim_as->add_option(
       "--policy", simf.policies,
       "Comma-separated: tessera,keda-queue,hpa-cpu,fixed,clairvoyant (a perfect-foresight "
@@ -166,9 +167,9 @@ int Main(int argc, char** argv) {
   sim_as->add_option("--service", simf.service,
                      "With --config: which of its services (may be left out when it has one)");
   sim_as->add_option("--context-tokens", simf.context_tokens,
-                     "servegen: prompt tokens per request (default 1024)");
+                     "servegen, prom-range: prompt tokens per request (default 1024)");
   sim_as->add_option("--generated-tokens", simf.generated_tokens,
-                     "servegen: generated tokens per request (default 128)");
+                     "servegen, prom-range: generated tokens per request (default 128)");
   sim_as->add_option("--duration", simf.duration, "Replay only this much of the trace");
   sim_as->add_option("--warmup", simf.warmup,
                      "Replay but do not measure the trace's first D (default 0s): every policy "

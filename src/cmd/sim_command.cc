@@ -187,9 +187,10 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     return Fail("--service: needs --config (the scaler config the service is read from)");
   }
   if (independent && f.format != "azure") {
-    return Fail(absl::StrCat("--rate-mode ", f.rate_mode,
-                             ": applies to --format azure only (servegen arrivals are synthesised "
-                             "at K times each window's rate)"));
+    return Fail(
+        absl::StrCat("--rate-mode ", f.rate_mode,
+                     ": applies to --format azure only (servegen and prom-range arrivals are "
+                     "synthesised at K times each window's rate)"));
   }
   absl::StatusOr<std::string> text = adapters::ReadFile(f.trace);
   if (!text.ok()) return Fail(std::string(text.status().message()));
@@ -219,8 +220,19 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     }
     requests = sim::SynthesizeRequests(w, model, f.rate_scale, f.context_tokens, f.generated_tokens,
                                        f.seed);
+  } else if (f.format == "prom-range") {
+    auto steps = adapters::ParsePromRangeRate(f.trace, *text);
+    if (!steps.ok()) return Fail(std::string(steps.status().message()));
+    // Poisson arrivals at each step's rate (exponential gaps: Gamma with shape 1).
+    std::vector<sim::RateWindow> w;
+    for (const adapters::RateStep& st : *steps) {
+      if (st.start_s >= horizon) break;
+      w.push_back({st.start_s, st.length_s, st.rate, "Gamma", 1.0, 1.0});
+    }
+    requests = sim::SynthesizeRequests(w, model, f.rate_scale, f.context_tokens, f.generated_tokens,
+                                       f.seed);
   } else {
-    return Fail(absl::StrCat("--format ", f.format, ": expected azure or servegen"));
+    return Fail(absl::StrCat("--format ", f.format, ": expected azure, servegen or prom-range"));
   }
 
   sim::SimOptions opt;

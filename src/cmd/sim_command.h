@@ -8,7 +8,7 @@ namespace tessera::cmd {
 
 struct SimAutoscaleFlags {
   std::string trace;
-  std::string format = "azure";  // azure | servegen
+  std::string format = "azure";  // azure | servegen | prom-range
   std::string policies = "tessera,keda-queue,hpa-cpu";
   std::string cold_start = "60s";
   std::string slo_wait = "2s";
@@ -22,7 +22,7 @@ struct SimAutoscaleFlags {
   std::string config_file;
   std::string service;
   double hpa_tolerance = 0.1;     // HPA's tolerance (every HPA-driven policy)
-  int64_t context_tokens = 1024;  // servegen: tokens per request (the trace has none)
+  int64_t context_tokens = 1024;  // servegen, prom-range: tokens per request (none given)
   int64_t generated_tokens = 128;
   std::string duration;       // optional: only the first part of the trace
   std::string warmup = "0s";  // drives the policies, not measured

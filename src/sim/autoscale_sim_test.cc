@@ -257,5 +257,61 @@ TEST(LlmTraces, ParseAndLocateErrors) {
               HasSubstr("c.csv:1:9: distribution"));
 }
 
+// A query_range body as Debian's Prometheus 2.42 answered
+// sum(rate(prometheus_http_requests_total[5s])) at step=2 (recorded; the last two samples
+// dropped and one removed to make a gap), then the errors a user meets.
+TEST(LlmTraces, PromRangeRateFromAQueryRangeBody) {
+  auto steps = adapters::ParsePromRangeRate(
+      "r.json",
+      R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":)"
+      R"([[1796288192,"0.417"],[1796288194,"0.817"],[1796288196,"1"],[1796288198,"1"],)"
+      R"([1796288202,"1"],[1796288204,"1"],[1796288206,"13.4295"]]}]}})");
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  ASSERT_EQ(steps->size(), 7u);
+  EXPECT_EQ((*steps)[0].start_s, 0);
+  EXPECT_EQ((*steps)[0].length_s, 2);  // the step: the samples' smallest spacing
+  EXPECT_DOUBLE_EQ((*steps)[0].rate, 0.417);
+  // The missing sample at 1796288200 leaves [8, 10) without a window: rate 0.
+  EXPECT_EQ((*steps)[3].start_s, 6);
+  EXPECT_EQ((*steps)[4].start_s, 10);
+  EXPECT_DOUBLE_EQ((*steps)[6].rate, 13.4295);
+  // Arrivals synthesised from it keep each window's rate: about 2 s x the sum of the rates.
+  std::vector<RateWindow> w;
+  for (const adapters::RateStep& st : *steps) {
+    w.push_back({st.start_s, st.length_s, st.rate, "Gamma", 1, 1});
+  }
+  size_t n = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    n += SynthesizeRequests(w, ServingModel{}, 1, 1024, 128, seed).size();
+  }
+  EXPECT_NEAR(n / 200.0, 2 * (0.417 + 0.817 + 1 + 1 + 1 + 1 + 13.4295), 1.0);
+
+  auto error = [](const std::string& body) {
+    return std::string(adapters::ParsePromRangeRate("r.json", body).status().message());
+  };
+  EXPECT_THAT(error(R"({"status":"success","data":{"resultType":"vector","result":[]}})"),
+              HasSubstr("r.json:1:42: data.resultType: expected \"matrix\" (the body of "
+                        "/api/v1/query_range, not /api/v1/query)"));
+  EXPECT_THAT(error(R"({"status":"error","errorType":"bad_data","error":"parse error"})"),
+              HasSubstr("expected \"success\", found \"error\": parse error"));
+  EXPECT_THAT(error(R"({"status":"success","data":{"resultType":"matrix","result":[)"
+                    R"({"metric":{"pod":"a"},"values":[[1,"1"],[2,"1"]]},)"
+                    R"({"metric":{"pod":"b"},"values":[[1,"1"],[2,"1"]]}]}})"),
+              HasSubstr("expected one series (aggregate the query, e.g. sum(rate(...))), found 2"));
+  EXPECT_THAT(error(R"({"status":"success","data":{"resultType":"matrix","result":[)"
+                    "{\"metric\":{},\"values\":\n[[1,\"1\"],[2,\"-3\"]]}]}}"),
+              HasSubstr("r.json:2:13: data.result[0].values[1][1]: expected a request rate"));
+  EXPECT_THAT(error(R"({"status":"success","data":{"resultType":"matrix","result":[)"
+                    R"({"metric":{},"values":[[2,"1"],[1,"1"]]}]}})"),
+              HasSubstr("values[1][0]: samples must be in increasing time"));
+  EXPECT_THAT(error(R"({"status":"success","data":{"resultType":"matrix","result":[)"
+                    R"({"metric":{},"values":[[2,"NaN"],[3,"1"]]}]}})"),
+              HasSubstr("found \"NaN\""));
+  EXPECT_THAT(error(R"({"status":"success","data":{"resultType":"matrix","result":[)"
+                    R"({"metric":{},"values":[[2,"1"]]}]}})"),
+              HasSubstr("expected at least 2 samples"));
+  EXPECT_THAT(error("{\"status\": \"success\", \"data\": [1,"), HasSubstr("malformed YAML/JSON"));
+}
+
 }  // namespace
 }  // namespace tessera::sim

@@ -125,7 +125,7 @@ check "a warm-up past the trace's end is refused" grep -q 'leaves no request to 
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy tessera,magic 2>"$WORK/err" >/dev/null
 check "an unknown policy is named" grep -q 'policy magic: expected tessera, keda-queue, hpa-cpu, fixed or clairvoyant' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --format parquet 2>"$WORK/err" >/dev/null
-check "an unknown format is named" grep -q 'format parquet: expected azure or servegen' "$WORK/err"
+check "an unknown format is named" grep -q 'format parquet: expected azure, servegen or prom-range' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 4 --rate-mode independent \
   --policy fixed --min-replicas 8 --json "$WORK/indep.json" >"$WORK/indep.out"
 check "--rate-mode independent is stated" grep -q "(4 independent copies)" "$WORK/indep.out"
@@ -230,4 +230,33 @@ check "located in the config" grep -q 'bad.yaml:1[0-9]:.*targetUtilization' "$WO
 check "and no JSON written" test ! -e "$WORK/badcfg.json"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --service lean 2>"$WORK/err" >/dev/null
 check "--service needs --config" grep -q 'service: needs --config' "$WORK/err"
+# --format prom-range: a service's own request rate from Prometheus (a query_range body), here
+# 20 minutes at 15 s steps with a 2-minute burst and a 5-minute stretch where the series is absent
+# (nothing served); arrivals are Poisson at each step's rate.
+python3 - "$WORK/range.json" <<'PY'
+import json, sys
+t0, values, expected = 1764700000, [], 0.0
+for i in range(80):
+    t = t0 + 15 * i
+    if 40 <= i < 60:
+        continue  # absent: rate 0
+    r = 40.0 if 20 <= i < 28 else 4.0
+    values.append([t, repr(r)])
+    expected += 15 * r
+json.dump({"status": "success", "data": {"resultType": "matrix",
+           "result": [{"metric": {}, "values": values}]}}, open(sys.argv[1], "w"))
+open(sys.argv[1] + ".expected", "w").write(str(expected))
+PY
+"$TESSERA" sim autoscale --trace "$WORK/range.json" --format prom-range --policy tessera,keda-queue \
+  --json "$WORK/range.out.json" >/dev/null 2>"$WORK/err"
+check "prom-range: runs" test $? = 0
+check "prom-range: the requests the rates imply" python3 -c "
+import json, sys
+runs = json.load(open(sys.argv[1]))['runs']
+want = float(open(sys.argv[2]).read())
+assert len(runs) == 2 and all(abs(r['requests'] - want) < 0.05 * want for r in runs), (want, runs)
+" "$WORK/range.out.json" "$WORK/range.json.expected"
+echo '{"status":"success","data":{"resultType":"vector","result":[]}}' >"$WORK/instant.json"
+"$TESSERA" sim autoscale --trace "$WORK/instant.json" --format prom-range 2>"$WORK/err" >/dev/null
+check "an instant query's body is refused, located" grep -q 'instant.json:1:42: data.resultType: expected "matrix"' "$WORK/err"
 finish sim_autoscale_test

@@ -7,6 +7,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "adapters/k8s/yaml_reader.h"
+#include "base/status.h"
 
 namespace tessera::adapters {
 namespace {
@@ -129,6 +131,70 @@ absl::StatusOr<std::vector<ServeGenWindow>> ParseServeGenTrace(const std::string
   }
   if (out.empty()) {
     return Error(file, 1, 1, "no windows");
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<RateStep>> ParsePromRangeRate(const std::string& file,
+                                                         const std::string& text) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> docs, ParseYamlDocuments(file, text));
+  if (docs.size() != 1) {
+    return Error(file, 1, 1, "expected one JSON object (a /api/v1/query_range response body)");
+  }
+  Field root(file, docs[0], "");
+  TESSERA_RETURN_IF_ERROR(root.RequireMap());
+  TESSERA_ASSIGN_OR_RETURN(std::string status, root.Get("status").String());
+  if (status != "success") {
+    TESSERA_ASSIGN_OR_RETURN(std::string error, root.Get("error").StringOr(""));
+    return root.Get("status").Error(absl::StrCat("expected \"success\", found \"", status, "\"",
+                                                 error.empty() ? "" : ": ", error));
+  }
+  Field data = root.Get("data");
+  TESSERA_RETURN_IF_ERROR(data.RequireMap());
+  TESSERA_ASSIGN_OR_RETURN(std::string type, data.Get("resultType").String());
+  if (type != "matrix") {
+    return data.Get("resultType")
+        .Error(absl::StrCat(
+            "expected \"matrix\" (the body of /api/v1/query_range, not /api/v1/query), found \"",
+            type, "\""));
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Field> series, data.Get("result").Items());
+  if (series.size() != 1) {
+    return data.Get("result").Error(absl::StrCat(
+        "expected one series (aggregate the query, e.g. sum(rate(...))), found ", series.size()));
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Field> values, series[0].Get("values").Items());
+  std::vector<std::pair<double, double>> samples;  // (unix seconds, rate)
+  for (const Field& v : values) {
+    TESSERA_ASSIGN_OR_RETURN(std::vector<Field> pair, v.Items());
+    if (pair.size() != 2) return v.Error("expected [time, \"value\"]");
+    TESSERA_ASSIGN_OR_RETURN(std::string ts, pair[0].String());
+    TESSERA_ASSIGN_OR_RETURN(std::string val, pair[1].String());
+    double t = 0, rate = 0;
+    if (!absl::SimpleAtod(ts, &t) || !std::isfinite(t)) {
+      return pair[0].Error(absl::StrCat("expected a Unix time in seconds, found \"", ts, "\""));
+    }
+    if (!absl::SimpleAtod(val, &rate) || !std::isfinite(rate) || rate < 0) {
+      return pair[1].Error(absl::StrCat(
+          "expected a request rate (a number >= 0, requests per second), found \"", val, "\""));
+    }
+    if (!samples.empty() && t <= samples.back().first) {
+      return pair[0].Error("samples must be in increasing time");
+    }
+    samples.emplace_back(t, rate);
+  }
+  if (samples.size() < 2) {
+    return series[0].Get("values").Error(absl::StrCat(
+        "expected at least 2 samples (the step is their spacing), found ", samples.size()));
+  }
+  double step = samples[1].first - samples[0].first;
+  for (size_t i = 2; i < samples.size(); ++i) {
+    step = std::min(step, samples[i].first - samples[i - 1].first);
+  }
+  std::vector<RateStep> out;
+  out.reserve(samples.size());
+  for (const auto& [t, rate] : samples) {
+    out.push_back({t - samples.front().first, step, rate});
   }
   return out;
 }
