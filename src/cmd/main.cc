@@ -80,6 +80,9 @@ int Main(int argc, char** argv) {
                       "Start from this `kubectl get pods -A -o json` instead of listing the API");
   ext_cmd->add_option("--resync", ext.resync_seconds,
                       "Seconds between pod/node resyncs from the API (0: never; default 30)");
+  ext_cmd->add_option("--metrics-listen", ext.metrics_listen,
+                      "HOST:PORT serving only GET /metrics, for Prometheus (the extender's own "
+                      "--listen stays private); default none");
 
   tessera::cmd::FetchFlags fetchf;
   CLI::App* fetch_cmd = app.add_subcommand(

@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "adapters/http/server.h"
 #include "adapters/io/files.h"
 #include "adapters/k8s/extender_service.h"
 #include "base/clock.h"
@@ -96,6 +97,19 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
   std::cerr << "tessera scheduler-extender: policy " << flags.policy << ", " << svc.held_pods()
             << " pods holding GPUs restored\n";
 
+  // /metrics on its own address: the extender's port stays on loopback (its /bind must not be
+  // reachable from the cluster), Prometheus scrapes this one.
+  adapters::HttpServer metrics([&svc](const adapters::HttpCall& call) {
+    if (call.method != "GET" || call.path != "/metrics") {
+      return adapters::HttpReply{404, "text/plain", "only GET /metrics here\n"};
+    }
+    return svc.Metrics();
+  });
+  if (!flags.metrics_listen.empty()) {
+    if (absl::Status m = metrics.Listen(flags.metrics_listen); !m.ok()) {
+      return Fail(absl::StrCat("--metrics-listen ", flags.metrics_listen, ": ", m.message()));
+    }
+  }
   std::atomic<bool>& g_stop = StopOnSignal();
   std::thread resync;
   if (have_api && flags.resync_seconds > 0) {
@@ -114,18 +128,21 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
     });
   }
   std::atomic<int> bound{0};
-  std::thread announce([&bound, &host, &g_stop] {
+  std::thread announce([&] {
     while (bound.load() == 0 && !g_stop.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    if (bound.load() > 0) {
-      std::cerr << "tessera scheduler-extender: listening on " << host << ":" << bound.load()
-                << "\n";
+    if (bound.load() > 0) {  // one write: a reader never sees half the line
+      std::cerr << absl::StrCat(
+          "tessera scheduler-extender: listening on ", host, ":", bound.load(),
+          flags.metrics_listen.empty() ? "" : absl::StrCat(", metrics on port ", metrics.port()),
+          "\n");
     }
   });
   absl::Status s = adapters::ServeExtender(svc, host, port, &g_stop, &bound);
   g_stop.store(true);
   announce.join();
+  metrics.Stop();
   if (resync.joinable()) resync.join();
   if (!s.ok()) return Fail(std::string(s.message()));
   return 0;

@@ -18,10 +18,10 @@ using placement::gpushare::OnlineNode;
 
 constexpr size_t kRememberedRequests = 4096;
 
-HttpReply Json(int status, const json& body) { return {status, body.dump(), "application/json"}; }
+HttpReply Json(int status, const json& body) { return {status, "application/json", body.dump()}; }
 
 HttpReply BadRequest(const absl::Status& s) {
-  return {400, absl::StrCat(s.message(), "\n"), "text/plain; charset=utf-8"};
+  return {400, "text/plain; charset=utf-8", absl::StrCat(s.message(), "\n")};
 }
 
 }  // namespace
@@ -317,7 +317,7 @@ HttpReply ExtenderService::Metrics() const {
                   "\n# HELP tessera_extender_nodes Nodes known.\n"
                   "# TYPE tessera_extender_nodes gauge\ntessera_extender_nodes ",
                   cluster_.num_nodes(), "\n");
-  return {200, out, "text/plain; version=0.0.4"};
+  return {200, "text/plain; version=0.0.4", out};
 }
 
 int ExtenderService::held_pods() const {

@@ -26,17 +26,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "adapters/http/server.h"  // HttpReply
 #include "adapters/k8s/extender_protocol.h"
 #include "adapters/k8s/kube_client.h"
 #include "placement/gpushare/online_cluster.h"
 
 namespace tessera::adapters {
-
-struct HttpReply {
-  int status = 200;
-  std::string body;
-  std::string content_type = "application/json";
-};
 
 class ExtenderService {
  public:
