@@ -26,6 +26,8 @@ cm=$(sed -n 's/^  name: \(tessera-scheduler-config-[a-z0-9]*\)$/\1/p' "$R" | hea
 check "config map has a content hash" test -n "$cm"
 check "deployment mounts that config map" grep -q "name: $cm" <(sed -n '/kind: Deployment/,$p' "$R")
 check "extender container runs scheduler-extender" grep -q -- '- scheduler-extender' "$R"
+check "extender: metrics on their own port" grep -q -- '--metrics-listen=0.0.0.0:9097' "$R"
+check "extender: and says where" grep -q 'prometheus.io/port: "9097"' "$R"
 check "extender may create bindings" grep -q 'pods/binding' "$R"
 check "extender may patch pods" grep -q -- '- patch' "$R"
 check "everything in tessera-system" test "$(grep -c 'namespace: tessera-system' "$R")" -ge 5

@@ -38,7 +38,7 @@ json.dump({"apiVersion": "v1", "kind": "PodList", "items": pods}, open(f"{work}/
 PY
 
 env -u KUBERNETES_SERVICE_HOST "$TESSERA" scheduler-extender --listen 127.0.0.1:0 \
-  --nodes "$WORK/nodes.json" --pods "$WORK/pods.json" 2>"$WORK/stderr" &
+  --metrics-listen 127.0.0.1:0 --nodes "$WORK/nodes.json" --pods "$WORK/pods.json" 2>"$WORK/stderr" &
 PID=$!
 for _ in $(seq 100); do
   grep -q 'listening on' "$WORK/stderr" && break
@@ -47,6 +47,13 @@ done
 PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/stderr")
 check "announces its port" test -n "$PORT"
 check "restored 8 running pods, not the finished one" grep -q '8 pods holding GPUs restored' "$WORK/stderr"
+# --metrics-listen: /metrics alone on its own port (the extender's own stays private).
+MPORT=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$WORK/stderr")
+check "announces its metrics port" test -n "$MPORT"
+check "metrics: the restored pods" bash -c "curl -s http://127.0.0.1:$MPORT/metrics | grep -qx 'tessera_extender_pods 8'"
+check "metrics: 7.7 GPUs allocated" bash -c "curl -s http://127.0.0.1:$MPORT/metrics | grep -qx 'tessera_extender_gpu_milli{state=\"allocated\"} 7700'"
+check "no extender verb on the metrics port" \
+  test "$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{}' "http://127.0.0.1:$MPORT/bind")" = 404
 
 post() {  # post VERB FILE -> prints "STATUS BODY"
   python3 - "$PORT" "$1" "$2" <<'PY'
