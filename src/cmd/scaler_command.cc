@@ -9,9 +9,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "adapters/http/server.h"
 #include "adapters/io/files.h"
 #include "adapters/keda/scaler.h"
+#include "cmd/metrics_endpoint.h"
 #include "cmd/signals.h"
 
 namespace tessera::cmd {
@@ -115,17 +115,9 @@ int RunScaler(const ScalerFlags& flags) {
         absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", clock.Now(), absl::UTCTimeZone()), " ", line, "\n");
   });
   // Prometheus metrics of the decisions, signals and RPCs, on their own HTTP port.
-  adapters::HttpServer metrics([&scaler](const adapters::HttpCall& call) {
-    if (call.method != "GET" || call.path != "/metrics") {
-      return adapters::HttpReply{404, "text/plain", "only GET /metrics here\n"};
-    }
-    return adapters::HttpReply{200, "text/plain; version=0.0.4; charset=utf-8",
-                               scaler.MetricsText()};
-  });
-  if (!flags.metrics_listen.empty()) {
-    if (absl::Status s = metrics.Listen(flags.metrics_listen); !s.ok()) {
-      return Fail(absl::StrCat("--metrics-listen ", flags.metrics_listen, ": ", s.message()));
-    }
+  MetricsEndpoint metrics([&scaler] { return scaler.MetricsText(); });
+  if (absl::Status m = metrics.Listen(flags.metrics_listen); !m.ok()) {
+    return Fail(std::string(m.message()));
   }
   std::atomic<bool>& stop = StopOnSignal();
   std::atomic<int> bound{0};
@@ -134,11 +126,9 @@ int RunScaler(const ScalerFlags& flags) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (bound.load() > 0) {
-      std::cerr << absl::StrCat(
-          "tessera scaler: ", config->services.size(), " services, Prometheus ",
-          config->prometheus.url, ", listening on port ", bound.load(),
-          flags.metrics_listen.empty() ? "" : absl::StrCat(", metrics on port ", metrics.port()),
-          "\n");
+      std::cerr << absl::StrCat("tessera scaler: ", config->services.size(),
+                                " services, Prometheus ", config->prometheus.url,
+                                ", listening on port ", bound.load(), metrics.Announcement(), "\n");
     }
   });
   absl::Status s = adapters::ServeScaler(scaler, flags.listen, &stop, &bound);

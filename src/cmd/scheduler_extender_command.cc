@@ -6,10 +6,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "adapters/http/server.h"
 #include "adapters/io/files.h"
 #include "adapters/k8s/extender_service.h"
 #include "base/clock.h"
+#include "cmd/metrics_endpoint.h"
 #include "cmd/signals.h"
 #include "placement/gpushare/fragmentation.h"
 #include "placement/gpushare/policies.h"
@@ -99,16 +99,9 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
 
   // /metrics on its own address: the extender's port stays on loopback (its /bind must not be
   // reachable from the cluster), Prometheus scrapes this one.
-  adapters::HttpServer metrics([&svc](const adapters::HttpCall& call) {
-    if (call.method != "GET" || call.path != "/metrics") {
-      return adapters::HttpReply{404, "text/plain", "only GET /metrics here\n"};
-    }
-    return svc.Metrics();
-  });
-  if (!flags.metrics_listen.empty()) {
-    if (absl::Status m = metrics.Listen(flags.metrics_listen); !m.ok()) {
-      return Fail(absl::StrCat("--metrics-listen ", flags.metrics_listen, ": ", m.message()));
-    }
+  MetricsEndpoint metrics([&svc] { return svc.Metrics().body; });
+  if (absl::Status m = metrics.Listen(flags.metrics_listen); !m.ok()) {
+    return Fail(std::string(m.message()));
   }
   std::atomic<bool>& g_stop = StopOnSignal();
   std::thread resync;
@@ -133,10 +126,8 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (bound.load() > 0) {  // one write: a reader never sees half the line
-      std::cerr << absl::StrCat(
-          "tessera scheduler-extender: listening on ", host, ":", bound.load(),
-          flags.metrics_listen.empty() ? "" : absl::StrCat(", metrics on port ", metrics.port()),
-          "\n");
+      std::cerr << absl::StrCat("tessera scheduler-extender: listening on ", host, ":",
+                                bound.load(), metrics.Announcement(), "\n");
     }
   });
   absl::Status s = adapters::ServeExtender(svc, host, port, &g_stop, &bound);

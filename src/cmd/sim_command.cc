@@ -3,10 +3,10 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "adapters/io/files.h"
@@ -154,14 +154,15 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   // tessera's knobs from a service of a scaler config: the same policy the scaler would run.
   std::optional<adapters::ServiceConfig> configured;
   if (!f.config_file.empty()) {
-    for (auto [flag, value] : {std::pair{"--idle-timeout", &f.idle_timeout},
-                               {"--scale-down-window", &f.scale_down_window}}) {
+    const std::tuple<const char*, const std::string*, const char*> tessera_flags[] = {
+        {"--idle-timeout", &f.idle_timeout, "idleTimeout"},
+        {"--scale-down-window", &f.scale_down_window, "scaleDownWindow"}};
+    for (const auto& [flag, value, knob] : tessera_flags) {
       if (!value->empty()) {
-        return Fail(absl::StrCat(
-            flag,
-            " with --config: tessera's knobs come from the config's "
-            "service (set ",
-            std::string(flag) == "--idle-timeout" ? "idleTimeout" : "scaleDownWindow", " there)"));
+        return Fail(absl::StrCat(flag,
+                                 " with --config: tessera's knobs come from the config's "
+                                 "service (set ",
+                                 knob, " there)"));
       }
     }
     absl::StatusOr<std::string> config_text = adapters::ReadFile(f.config_file);
@@ -169,18 +170,16 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     absl::StatusOr<adapters::ScalerConfig> config =
         adapters::DecodeScalerConfig(f.config_file, *config_text);
     if (!config.ok()) return Fail(std::string(config.status().message()));
-    std::vector<std::string> names;
-    for (const adapters::ServiceConfig& s : config->services) names.push_back(s.name);
     if (f.service.empty() && config->services.size() != 1) {
       return Fail(absl::StrCat("--config ", f.config_file, " has ", config->services.size(),
-                               " services (", absl::StrJoin(names, ", "),
+                               " services (", config->ServiceNames(),
                                "): choose one with --service"));
     }
     const adapters::ServiceConfig* service =
         f.service.empty() ? &config->services.front() : config->Find(f.service);
     if (service == nullptr) {
       return Fail(absl::StrCat("--service ", f.service, ": not in ", f.config_file,
-                               " (its services: ", absl::StrJoin(names, ", "), ")"));
+                               " (its services: ", config->ServiceNames(), ")"));
     }
     configured = *service;
   } else if (!f.service.empty()) {

@@ -73,8 +73,8 @@ void Scaler::PollOnce() {
     absl::MutexLock lock(&mu_);
     Service& svc = services_[cfg.name];
     autoscale::Decision d = autoscale::DecideReplicas(cfg.policy, s, svc.state, now);
-    const bool changed =
-        !svc.polled || d.replicas != svc.view.replicas || d.data_ok != svc.view.data_ok;
+    const bool first = svc.polls == 0;
+    const bool changed = first || d.replicas != svc.view.replicas || d.data_ok != svc.view.data_ok;
     const int before = svc.view.replicas;
     svc.view.replicas = d.replicas;
     svc.view.reason = problems.empty() ? d.reason : absl::StrCat(d.reason, " [", problems, "]");
@@ -85,12 +85,11 @@ void Scaler::PollOnce() {
     svc.polls_without_data += d.data_ok ? 0 : 1;
     svc.query_failures += failures;
     if (log_ && changed) {
-      lines.push_back(absl::StrCat(
-          cfg.name, ": ", d.replicas, " replicas",
-          svc.polled && before != d.replicas ? absl::StrCat(" (was ", before, ")") : "",
-          d.data_ok ? "" : ", data missing", ": ", svc.view.reason));
+      lines.push_back(
+          absl::StrCat(cfg.name, ": ", d.replicas, " replicas",
+                       !first && before != d.replicas ? absl::StrCat(" (was ", before, ")") : "",
+                       d.data_ok ? "" : ", data missing", ": ", svc.view.reason));
     }
-    svc.polled = true;
   }
   for (const std::string& line : lines) log_(line);
 }
@@ -144,7 +143,7 @@ std::string Scaler::MetricsText() const {
     family(name, type, help);
     for (const ServiceConfig& cfg : config_.services) {
       const Service& svc = services.at(cfg.name);
-      if (!svc.polled) continue;
+      if (svc.polls == 0) continue;
       absl::StrAppend(&out, name, "{service=\"", LabelValue(cfg.name), "\"} ", value(cfg, svc),
                       "\n");
     }
@@ -189,7 +188,7 @@ std::string Scaler::MetricsText() const {
                                   {"starting", &s.starting},
                                   {"utilization", &s.utilization},
                                   {"throughput", &s.throughput}}) {
-      if (!svc.polled || !sample->present) continue;
+      if (svc.polls == 0 || !sample->present) continue;
       absl::StrAppend(&out, "tessera_scaler_signal{service=\"", LabelValue(cfg.name),
                       "\",signal=\"", signal, "\"} ", absl::StrFormat("%.10g", sample->value),
                       "\n");
@@ -207,11 +206,9 @@ std::string Scaler::MetricsText() const {
 absl::StatusOr<ScalerView> Scaler::View(const std::string& service) const {
   const ServiceConfig* cfg = config_.Find(service);
   if (cfg == nullptr) {
-    std::string known;
-    for (const ServiceConfig& s : config_.services)
-      absl::StrAppend(&known, known.empty() ? "" : ", ", s.name);
-    return absl::NotFoundError(absl::StrCat(
-        "service \"", service, "\" is not in the scaler's config (known: ", known, ")"));
+    return absl::NotFoundError(
+        absl::StrCat("service \"", service,
+                     "\" is not in the scaler's config (known: ", config_.ServiceNames(), ")"));
   }
   absl::MutexLock lock(&mu_);
   ScalerView v = services_.at(service).view;
@@ -320,25 +317,9 @@ class ExternalScalerImpl final : public externalscaler::ExternalScaler::Service 
   }
 
   grpc::Status Count(const char* method, grpc::Status status) {
-    static constexpr const char* kNames[] = {"OK",
-                                             "CANCELLED",
-                                             "UNKNOWN",
-                                             "INVALID_ARGUMENT",
-                                             "DEADLINE_EXCEEDED",
-                                             "NOT_FOUND",
-                                             "ALREADY_EXISTS",
-                                             "PERMISSION_DENIED",
-                                             "RESOURCE_EXHAUSTED",
-                                             "FAILED_PRECONDITION",
-                                             "ABORTED",
-                                             "OUT_OF_RANGE",
-                                             "UNIMPLEMENTED",
-                                             "INTERNAL",
-                                             "UNAVAILABLE",
-                                             "DATA_LOSS",
-                                             "UNAUTHENTICATED"};
-    const int code = static_cast<int>(status.error_code());
-    scaler_.CountRpc(method, code >= 0 && code < 17 ? kNames[code] : "UNKNOWN");
+    // gRPC's codes are the canonical ones absl::StatusCode numbers alike.
+    scaler_.CountRpc(method,
+                     absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())));
     return status;
   }
   absl::StatusOr<std::string> ServiceOf(const externalscaler::ScaledObjectRef& ref) {

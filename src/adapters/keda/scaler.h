@@ -79,9 +79,8 @@ class Scaler {
   struct Service {
     autoscale::AutoscaleState state;
     ScalerView view;
-    bool polled = false;
-    autoscale::Signals last;  // the signals of the last poll (absent ones not present)
-    int64_t polls = 0;
+    autoscale::Signals last;         // the signals of the last poll (absent ones not present)
+    int64_t polls = 0;               // 0: not polled yet
     int64_t polls_without_data = 0;  // decided without fresh data (held)
     int64_t query_failures = 0;      // a query failed or found no series where one is needed
   };

@@ -131,6 +131,13 @@ const ServiceConfig* ScalerConfig::Find(const std::string& name) const {
   return nullptr;
 }
 
+std::string ScalerConfig::ServiceNames() const {
+  std::string names;
+  for (const ServiceConfig& s : services)
+    absl::StrAppend(&names, names.empty() ? "" : ", ", s.name);
+  return names;
+}
+
 absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const std::string& text) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> docs, ParseYamlDocuments(file, text));
   if (docs.size() != 1) {

@@ -41,6 +41,7 @@ struct ScalerConfig {
   std::vector<ServiceConfig> services;
 
   const ServiceConfig* Find(const std::string& name) const;
+  std::string ServiceNames() const;  // "a, b", for messages
   // The Prometheus credential and TLS files that cannot be read now, as "field: reason" lines;
   // checked when the scaler starts (the server's own TLS files are checked by ServeScaler).
   std::vector<std::string> UnreadableFiles() const;

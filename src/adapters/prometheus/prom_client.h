@@ -12,8 +12,8 @@
 //   a credential file unreadable  -> Unavailable naming the file (never its contents)
 //
 // Credentials for a Prometheus behind authentication (OpenShift's Thanos querier, Grafana
-// Mimir/Cortex, a reverse proxy): a bearer token (fixed, or a file read before every query, as
-// a projected service-account token rotates), or basic auth with the password in a file; extra
+// Mimir/Cortex, a reverse proxy): a bearer token from a file read before every query (a
+// projected service-account token rotates), or basic auth with the password in a file; extra
 // headers (e.g. Mimir's tenant header X-Scope-OrgID); TLS with a private CA or a client
 // certificate.
 //
