@@ -249,6 +249,16 @@ TEST(LlmTraces, ParseAndLocateErrors) {
   EXPECT_THAT(bad.status().message(), HasSubstr("a.csv:2:23: ContextTokens"));
   EXPECT_THAT(adapters::ParseAzureLlmTrace("a.csv", "nope\n").status().message(),
               HasSubstr("header"));
+  // A UTF-8 byte-order mark (spreadsheet exports) before the header is not part of it.
+  auto bom = adapters::ParseAzureLlmTrace(
+      "b.csv", "\xEF\xBB\xBFTIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9,1,2\n");
+  ASSERT_TRUE(bom.ok()) << bom.status();
+  EXPECT_EQ((*bom)[0].generated_tokens, 2);
+  auto sg_bom = adapters::ParseServeGenTrace("c.csv",
+                                             "\xEF\xBB\xBF"
+                                             "0,0.5,1,Gamma,1,2\n");
+  ASSERT_TRUE(sg_bom.ok()) << sg_bom.status();
+  EXPECT_EQ((*sg_bom)[0].start_s, 0);
   auto sg = adapters::ParseServeGenTrace(
       "c.csv", "0,0.0,0,,0,0\r\n600,1.5,2.1,Gamma,0.2267,2.94\r\n1200,0.1,1.0,Weibull,0.9,8.1\r\n");
   ASSERT_TRUE(sg.ok()) << sg.status();

@@ -13,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace tessera::adapters {
 namespace fs = std::filesystem;
@@ -35,6 +36,11 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
     return absl::InternalError(absl::StrCat(path, ": read error"));
   }
   return ss.str();
+}
+
+absl::string_view WithoutUtf8Bom(absl::string_view text) {
+  absl::ConsumePrefix(&text, "\xEF\xBB\xBF");
+  return text;
 }
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {

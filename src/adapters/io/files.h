@@ -14,11 +14,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace tessera::adapters {
 
 // The whole file; NotFound / PermissionDenied / Internal naming the path.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+// `text` without a leading UTF-8 byte-order mark (EF BB BF), which spreadsheet exports put before
+// a CSV header; line and column numbers of what follows are unchanged.
+absl::string_view WithoutUtf8Bom(absl::string_view text);
 
 // A credential kept in a file (a service-account token, a password from a mounted Secret): the
 // contents without the surrounding whitespace editors and `kubectl create secret` leave. Callers

@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "adapters/io/files.h"
 #include "adapters/k8s/yaml_reader.h"
 #include "base/status.h"
 
@@ -14,7 +15,7 @@ namespace tessera::adapters {
 namespace {
 
 std::vector<absl::string_view> Lines(const std::string& text) {
-  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+  std::vector<absl::string_view> lines = absl::StrSplit(WithoutUtf8Bom(text), '\n');
   for (absl::string_view& l : lines) {
     absl::ConsumeSuffix(&l, "\r");
   }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "adapters/io/files.h"
 
 namespace tessera::adapters {
 namespace {
@@ -25,7 +26,7 @@ absl::StatusOr<Table> ParseCsv(const std::string& file, const std::string& text,
                                const std::vector<std::string>& required) {
   Table t;
   int line = 0;
-  for (absl::string_view raw : absl::StrSplit(text, '\n')) {
+  for (absl::string_view raw : absl::StrSplit(WithoutUtf8Bom(text), '\n')) {
     ++line;
     absl::string_view l = absl::StripSuffix(raw, "\r");
     if (l.empty()) {

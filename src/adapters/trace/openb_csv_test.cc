@@ -32,6 +32,17 @@ TEST(OpenbCsv, NodesAndPods) {
   // multigpu20 has only the first five columns.
   EXPECT_TRUE(
       ParseOpenbPods("m.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,1,1,0,0\n").ok());
+  // A spreadsheet's export starts with a UTF-8 byte-order mark; the header's first name is
+  // still "sn", and line numbers are unchanged.
+  auto bom =
+      ParseOpenbNodes("b.csv", "\xEF\xBB\xBFsn,cpu_milli,memory_mib,gpu,model\na,1,1,1,G2\n");
+  ASSERT_TRUE(bom.ok()) << bom.status();
+  EXPECT_EQ((*bom)[0].name, "a");
+  EXPECT_THAT(
+      ParseOpenbNodes("b.csv", "\xEF\xBB\xBFsn,cpu_milli,memory_mib,gpu,model\na,x,1,1,G2\n")
+          .status()
+          .message(),
+      HasSubstr("b.csv:2: column cpu_milli"));
 }
 
 TEST(OpenbCsv, ErrorsNameFileLineColumn) {
