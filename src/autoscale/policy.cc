@@ -75,11 +75,17 @@ absl::Status AutoscalePolicy::Validate() const {
 Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleState& state,
                         absl::Time now) {
   if (!state.initialised) {
-    state.initialised = true;
-    state.last_busy = now;  // idle time counts from the first look, not from the epoch
+    // Idle time counts from the first look, not from the epoch.
+    if (state.last_busy == absl::InfinitePast()) state.last_busy = now;
+    // Start from the replicas the service has once they are known (a scaler restarted while
+    // Prometheus is unreachable must not later step from the count it held at), and hold them
+    // for one scale-down window: the recommendations that would justify releasing them are gone
+    // with the previous process.
     if (Fresh(s.ready, p, now)) {
+      state.initialised = true;
       state.current = static_cast<int>(s.ready.value) +
                       (Fresh(s.starting, p, now) ? static_cast<int>(s.starting.value) : 0);
+      state.recommendations.emplace_back(now, state.current);
     }
   }
   Decision d;

@@ -235,5 +235,35 @@ TEST(AutoscalePolicy, MaxReplicasCaps) {
   EXPECT_EQ(DecideReplicas(p, At(kT0, 1000, 10, 1), st, kT0).replicas, 3);
 }
 
+TEST(AutoscalePolicy, ARestartedScalerStartsFromTheReplicasThereAndHoldsThemForAWindow) {
+  // A scaler (re)started next to a service at 20 replicas in a lull: the history of what it
+  // recommended is gone, so nothing is released before one scale-down window has passed.
+  AutoscalePolicy p;
+  p.scale_down_window = absl::Minutes(3);
+  AutoscaleState st;
+  absl::Time t = kT0;
+  Decision d = DecideReplicas(p, At(t, 0, 8, 20, 0, 0.05), st, t);
+  EXPECT_EQ(d.replicas, 20) << d.reason;
+  for (int i = 1; i <= 36; ++i) {  // 3 minutes of 5 s decisions
+    t += absl::Seconds(5);
+    d = DecideReplicas(p, At(t, 0, 8, 20, 0, 0.05), st, t);
+    ASSERT_EQ(d.replicas, 20) << i << " " << d.reason;
+  }
+  t += absl::Seconds(5);
+  EXPECT_LT(DecideReplicas(p, At(t, 0, 8, 20, 0, 0.05), st, t).replicas, 20);
+
+  // Started while Prometheus is unreachable: held (KEDA's fallback applies), and once data
+  // arrives the decisions start from the 20 replicas found, not from the one it held at.
+  AutoscaleState blind;
+  t = kT0;
+  Signals none;
+  d = DecideReplicas(p, none, blind, t);
+  EXPECT_FALSE(d.data_ok);
+  t += absl::Seconds(30);
+  d = DecideReplicas(p, At(t, 30, 160, 20, 0, 0.95), blind, t);
+  EXPECT_TRUE(d.data_ok);
+  EXPECT_GE(d.replicas, 20) << d.reason;
+}
+
 }  // namespace
 }  // namespace tessera::autoscale

@@ -227,9 +227,9 @@ TEST(Scaler, MetricsShowDecisionsSignalsMissingDataAndRpcs) {
   EXPECT_THAT(text, HasSubstr("\ntessera_scaler_polls_total{service=\"chat\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("\ntessera_scaler_query_failures_total{service=\"chat\"} 0\n"));
   // A quote and a backslash in a service's name are escaped in its label. (2 ready, nothing
-  // waiting: down to its floor of 1.)
+  // waiting: a scaler just started holds the replicas it found for one scale-down window.)
   EXPECT_THAT(text, HasSubstr("\ntessera_scaler_desired_replicas{service=\"we\\\"ird\\\\name\"} "
-                              "1\n"));
+                              "2\n"));
   // No throughput query: no throughput signal.
   EXPECT_THAT(text, Not(HasSubstr("signal=\"throughput\"")));
 
