@@ -249,6 +249,38 @@ TEST(LlmTraces, ParseAndLocateErrors) {
   EXPECT_THAT(bad.status().message(), HasSubstr("a.csv:2:23: ContextTokens"));
   EXPECT_THAT(adapters::ParseAzureLlmTrace("a.csv", "nope\n").status().message(),
               HasSubstr("header"));
+  // Columns by name: the multimodal trace (AzureLMMInferenceTrace) adds NumImages; any order.
+  auto mm = adapters::ParseAzureLlmTrace(
+      "m.csv",
+      "TIMESTAMP,NumImages,ContextTokens,GeneratedTokens\n"
+      "2024-10-15 00:00:00.004000+00:00,2,1900,45\n2024-10-15 00:00:00.504000+00:00,0,20,5\n");
+  ASSERT_TRUE(mm.ok()) << mm.status();
+  ASSERT_EQ(mm->size(), 2u);
+  EXPECT_EQ((*mm)[0].context_tokens, 1900);
+  EXPECT_EQ((*mm)[0].generated_tokens, 45);
+  EXPECT_NEAR((*mm)[1].arrival_s, 0.5, 1e-9);
+  auto reordered = adapters::ParseAzureLlmTrace(
+      "r.csv", "GeneratedTokens,TIMESTAMP,ContextTokens\n7,2023-11-16 18:17:03.9,300\n");
+  ASSERT_TRUE(reordered.ok()) << reordered.status();
+  EXPECT_EQ((*reordered)[0].generated_tokens, 7);
+  EXPECT_EQ((*reordered)[0].context_tokens, 300);
+  EXPECT_THAT(adapters::ParseAzureLlmTrace("m.csv",
+                                           "TIMESTAMP,NumImages,ContextTokens,GeneratedTokens\n"
+                                           "2024-10-15 00:00:00+00:00,1,x,5\n")
+                  .status()
+                  .message(),
+              HasSubstr("m.csv:2:29: ContextTokens"));
+  EXPECT_THAT(adapters::ParseAzureLlmTrace("m.csv", "TIMESTAMP,NumImages,ContextTokens\n")
+                  .status()
+                  .message(),
+              HasSubstr("m.csv:1:1: expected a header with the columns TIMESTAMP, ContextTokens "
+                        "and GeneratedTokens (missing GeneratedTokens)"));
+  EXPECT_THAT(adapters::ParseAzureLlmTrace("m.csv",
+                                           "TIMESTAMP,NumImages,ContextTokens,GeneratedTokens\n"
+                                           "2024-10-15 00:00:00+00:00,1,5\n")
+                  .status()
+                  .message(),
+              HasSubstr("m.csv:2:1: expected 4 fields, found 3"));
   // A UTF-8 byte-order mark (spreadsheet exports) before the header is not part of it.
   auto bom = adapters::ParseAzureLlmTrace(
       "b.csv", "\xEF\xBB\xBFTIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9,1,2\n");

@@ -1,5 +1,6 @@
 #include "adapters/trace/llm_traces.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/numbers.h"
@@ -48,38 +49,51 @@ bool ParseAzureTimestamp(absl::string_view text, absl::Time* t) {
 absl::StatusOr<std::vector<LlmRequestRow>> ParseAzureLlmTrace(const std::string& file,
                                                               const std::string& text) {
   std::vector<absl::string_view> lines = Lines(text);
-  if (lines.empty() || lines[0] != "TIMESTAMP,ContextTokens,GeneratedTokens") {
-    return Error(file, 1, 1, "expected the header TIMESTAMP,ContextTokens,GeneratedTokens");
+  // Columns by name: the LLM traces (2023, 2024) have exactly these three; the multimodal one
+  // (AzureLMMInferenceTrace, 2025) adds NumImages, and a re-export may add more. Others are
+  // ignored.
+  std::vector<absl::string_view> header;
+  if (!lines.empty()) header = absl::StrSplit(lines[0], ',');
+  size_t col[3];
+  const char* names[3] = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"};
+  for (size_t k = 0; k < 3; ++k) {
+    auto it = std::find(header.begin(), header.end(), names[k]);
+    if (it == header.end()) {
+      return Error(file, 1, 1,
+                   absl::StrCat("expected a header with the columns TIMESTAMP, ContextTokens "
+                                "and GeneratedTokens (missing ",
+                                names[k], ")"));
+    }
+    col[k] = static_cast<size_t>(it - header.begin());
   }
   std::vector<LlmRequestRow> rows;
   absl::Time first;
   absl::Time last = absl::InfinitePast();
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<absl::string_view> f = absl::StrSplit(lines[i], ',');
-    if (f.size() != 3) {
-      return Error(file, i + 1, 1, absl::StrCat("expected 3 fields, found ", f.size()));
+    if (f.size() != header.size()) {
+      return Error(file, i + 1, 1,
+                   absl::StrCat("expected ", header.size(), " fields, found ", f.size()));
     }
     absl::Time t;
-    if (!ParseAzureTimestamp(f[0], &t)) {
-      return Error(file, i + 1, 1,
+    if (!ParseAzureTimestamp(f[col[0]], &t)) {
+      return Error(file, i + 1, Column(f, col[0]),
                    absl::StrCat("TIMESTAMP: expected YYYY-MM-DD HH:MM:SS[.fraction] with an "
                                 "optional UTC offset (+HH:MM), found \"",
-                                f[0], "\""));
+                                f[col[0]], "\""));
     }
     if (t < last) {
-      return Error(file, i + 1, 1, "TIMESTAMP: rows must be sorted by time");
+      return Error(file, i + 1, Column(f, col[0]), "TIMESTAMP: rows must be sorted by time");
     }
     last = t;
     LlmRequestRow r;
-    if (!absl::SimpleAtoi(f[1], &r.context_tokens) || r.context_tokens < 0) {
-      return Error(
-          file, i + 1, Column(f, 1),
-          absl::StrCat("ContextTokens: expected a whole number >= 0, found \"", f[1], "\""));
-    }
-    if (!absl::SimpleAtoi(f[2], &r.generated_tokens) || r.generated_tokens < 0) {
-      return Error(
-          file, i + 1, Column(f, 2),
-          absl::StrCat("GeneratedTokens: expected a whole number >= 0, found \"", f[2], "\""));
+    int64_t* tokens[2] = {&r.context_tokens, &r.generated_tokens};
+    for (size_t k = 1; k < 3; ++k) {
+      if (!absl::SimpleAtoi(f[col[k]], tokens[k - 1]) || *tokens[k - 1] < 0) {
+        return Error(
+            file, i + 1, Column(f, col[k]),
+            absl::StrCat(names[k], ": expected a whole number >= 0, found \"", f[col[k]], "\""));
+      }
     }
     if (rows.empty()) first = t;
     r.arrival_s = absl::ToDoubleSeconds(t - first);
