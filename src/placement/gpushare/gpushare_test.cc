@@ -233,5 +233,35 @@ TEST(TesseraPolicy, LearnsOnlyFromArrivals) {
   EXPECT_EQ(learned.gpus, std::vector<int>{1});
 }
 
+// A CPU-only pod takes CPU that GPU pods could otherwise use: among nodes that score the same,
+// Tessera puts it where the least GPU is free (none here on node b), FGD on the first in order.
+TEST(TesseraPolicy, CpuOnlyPodsGoWhereTheLeastGpuIsFree) {
+  std::vector<NodeSpec> nodes = {{"a", 64000, 1 << 20, 2, "G2"},
+                                 {"b", 64000, 1 << 20, 2, "G2"},
+                                 {"c", 64000, 1 << 20, 2, "G2"}};
+  for (const char* name : {"fgd", "tessera"}) {
+    TargetWorkload target;  // FGD's: one 500-milli class with little CPU
+    target.classes.push_back({1000, 1, 500, {}, 1.0, 1});
+    auto policy = *MakePolicy(name, target);
+    policy->Observe(Pod(1000, 1, 500));
+    ClusterState s(nodes);
+    s.Assign(1, Pod(1000, 2, 1000), {0, 1});  // b: every GPU allocated
+    s.Assign(2, Pod(1000, 1, 1000), {0});     // c: one GPU free
+    Random rng(1);
+    Scheduler sched(s, *policy, rng, 1);
+    std::optional<Decision> d = sched.Schedule(Pod(8000, 0, 0), 0);
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->node, std::string(name) == "tessera" ? 1 : 0) << name;
+    // A GPU pod is placed as FGD places it (no tie-break of its own).
+    Choice gpu_pod = policy->Score(s, 0, Pod(1000, 1, 500));
+    EXPECT_EQ(gpu_pod.tie, 0) << name;
+  }
+  // Then the node with one free GPU before the one with two.
+  auto tessera = *MakePolicy("tessera", TargetWorkload{});
+  ClusterState s(nodes);
+  s.Assign(2, Pod(1000, 1, 1000), {0});
+  EXPECT_GT(tessera->Score(s, 2, Pod(8000, 0, 0)).tie, tessera->Score(s, 0, Pod(8000, 0, 0)).tie);
+}
+
 }  // namespace
 }  // namespace tessera::placement::gpushare

@@ -21,6 +21,8 @@ namespace tessera::placement::gpushare {
 struct Choice {
   int64_t score = 0;
   std::vector<int> gpus;
+  // Breaks equal scores: the higher wins; equal (score, tie) go by the scheduler's TieBreak.
+  int64_t tie = 0;
 };
 
 class Policy {

@@ -1,5 +1,7 @@
 #include "placement/gpushare/scheduler.h"
 
+#include <utility>
+
 namespace tessera::placement::gpushare {
 
 Scheduler::Scheduler(ClusterState& state, Policy& policy, Random& rng, int num_classes,
@@ -22,7 +24,7 @@ std::optional<Decision> Scheduler::Schedule(const PodSpec& pod, int pod_class) {
   policy_.Observe(pod);
   const uint64_t epoch = policy_.epoch();
   int best_node = -1;
-  int64_t best_score = INT64_MIN;
+  std::pair<int64_t, int64_t> best_score{INT64_MIN, INT64_MIN};
   int ties = 0;
   for (int n : order_) {
     Entry& e = cache_[static_cast<size_t>(n) * num_classes_ + pod_class];
@@ -35,7 +37,8 @@ std::optional<Decision> Scheduler::Schedule(const PodSpec& pod, int pod_class) {
     if (!e.fits) {
       continue;
     }
-    int64_t score = policy_.uniform_random() ? 0 : e.choice.score;
+    std::pair<int64_t, int64_t> score{0, 0};
+    if (!policy_.uniform_random()) score = {e.choice.score, e.choice.tie};
     if (score > best_score) {
       best_score = score;
       best_node = n;

@@ -28,8 +28,15 @@ class TesseraPolicy final : public Policy {
   // FGD's score: its coarseness makes near-equal placements tie, and ties go to the first node
   // in order, which packs (measured: exact deltas with best-fit tie-breaks allocate less;
   // docs/scheduler.md).
+  //
+  // A CPU-only pod, among nodes of equal score, goes to the one with the least free GPU: the CPU
+  // it takes is CPU that GPU pods can no longer use on that node, so it is cheapest where no GPU
+  // is left to strand (a node whose GPUs are all allocated, or a CPU-only node). FGD's score
+  // sees only the classes the CPU taken would stop fitting, and ties everywhere else.
   Choice Score(const ClusterState& state, int node, const PodSpec& pod) const override {
-    return FgdChoice(state, node, pod, target_);
+    Choice c = FgdChoice(state, node, pod, target_);
+    if (pod.num_gpu == 0) c.tie = -state.node(node).gpu_free_total();
+    return c;
   }
 
  private:
