@@ -142,7 +142,10 @@ std::vector<std::pair<std::string, int64_t>> OnlineCluster::Prioritize(
   for (const std::string& name : names) {
     auto it = index_.find(name);
     if (req.num_gpu <= 0) {
-      raw.emplace_back(name, 0);
+      // A pod without GPUs: the node with the least free GPU first (a node without GPUs, or
+      // whose GPUs are all allocated), so its CPU and memory are not taken where GPU pods
+      // could still run (Tessera's rule for CPU-only pods, docs/scheduler.md).
+      raw.emplace_back(name, it == index_.end() ? 0 : -state_.node(it->second).gpu_free_total());
       continue;
     }
     if (it == index_.end()) {

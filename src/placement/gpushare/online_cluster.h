@@ -81,7 +81,8 @@ class OnlineCluster {
 
   // Scores 0..max_score for the nodes of `names` that fit (others are left out): the policy's
   // score, ties broken by best fit, scaled so the best node gets max_score and the worst 0
-  // (kube-scheduler adds extender scores to its plugins'; only the order matters).
+  // (kube-scheduler adds extender scores to its plugins'; only the order matters). A pod that
+  // asks for no GPU: the less free GPU a node has, the higher (unknown nodes have none).
   std::vector<std::pair<std::string, int64_t>> Prioritize(const GpuRequest& req,
                                                           const std::vector<std::string>& names,
                                                           int64_t max_score = 10) const;

@@ -93,6 +93,14 @@ TEST(OnlineCluster, PrioritizeRanksByPolicyScaledToMax) {
   // Filling b's half GPU exactly strands nothing; it must be the (or a) top choice.
   EXPECT_EQ(scores[1].first, "b");
   EXPECT_EQ(scores[1].second, 10);
+  // A pod without GPUs: a node without GPUs (or unknown) first, then the least free GPU.
+  c.UpsertNode({.name = "cpu", .gpus = 0, .model = "", .gpu_memory_bytes = 0});
+  auto cpu_only = c.Prioritize(GpuRequest{}, {"a", "b", "cpu", "ghost"});
+  ASSERT_EQ(cpu_only.size(), 4u);
+  EXPECT_EQ(cpu_only[0].second, 0);   // a: one whole GPU free
+  EXPECT_EQ(cpu_only[1].second, 5);   // b: half a GPU free
+  EXPECT_EQ(cpu_only[2].second, 10);  // no GPUs
+  EXPECT_EQ(cpu_only[3].second, 10);  // not a node the extender knows: no GPUs it tracks
 }
 
 TEST(OnlineCluster, RestoreRejectsConflictsAndBadAssignments) {
