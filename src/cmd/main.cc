@@ -162,6 +162,11 @@ int Main(int argc, char** argv) {
   sim_as->add_option("--hpa-tolerance", simf.hpa_tolerance,
                      "HPA's tolerance for tessera, keda-queue and hpa-cpu (default 0.1, "
                      "Kubernetes' default; per HPA with the HPAConfigurableTolerance gate)");
+  sim_as->add_option("--poll-interval", simf.poll_interval,
+                     "tessera decides this often, as the running scaler polls (its "
+                     "prometheus.pollInterval), each decision stepping from its previous one and "
+                     "HPA applying the latest at its 15 s sync (default: one decision per sync, "
+                     "from the replicas there; with --config, the config's pollInterval)");
   sim_as->add_option("--idle-timeout", simf.idle_timeout,
                      "tessera: idle time before scaling to zero (default 10m)");
   sim_as->add_option("--config", simf.config_file,

@@ -153,10 +153,19 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   const bool independent = f.rate_mode == "independent";
   // tessera's knobs from a service of a scaler config: the same policy the scaler would run.
   std::optional<adapters::ServiceConfig> configured;
+  absl::Duration poll = absl::ZeroDuration();  // 0: tessera decides once per HPA sync
+  if (!f.poll_interval.empty()) {
+    if (!Duration("--poll-interval", f.poll_interval, &poll, &error)) return Fail(error);
+    if (poll <= absl::ZeroDuration()) {
+      return Fail(
+          absl::StrCat("--poll-interval ", f.poll_interval, ": expected a duration above 0"));
+    }
+  }
   if (!f.config_file.empty()) {
     const std::tuple<const char*, const std::string*, const char*> tessera_flags[] = {
         {"--idle-timeout", &f.idle_timeout, "idleTimeout"},
-        {"--scale-down-window", &f.scale_down_window, "scaleDownWindow"}};
+        {"--scale-down-window", &f.scale_down_window, "scaleDownWindow"},
+        {"--poll-interval", &f.poll_interval, "prometheus.pollInterval"}};
     for (const auto& [flag, value, knob] : tessera_flags) {
       if (!value->empty()) {
         return Fail(absl::StrCat(flag,
@@ -182,6 +191,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
                                " (its services: ", config->ServiceNames(), ")"));
     }
     configured = *service;
+    poll = config->poll_interval;
   } else if (!f.service.empty()) {
     return Fail("--service: needs --config (the scaler config the service is read from)");
   }
@@ -239,6 +249,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   opt.slo_wait_s = absl::ToDoubleSeconds(slo_wait);
   opt.warmup_s = absl::ToDoubleSeconds(warmup);
   opt.hpa_tolerance = f.hpa_tolerance;
+  opt.scaler_poll_s = absl::ToDoubleSeconds(poll);
   if (!requests.empty() && opt.warmup_s >= requests.back().arrival) {
     return Fail(absl::StrCat("--warmup ", f.warmup,
                              ": leaves no request to measure (the trace's last ", "arrival is at ",
@@ -286,12 +297,16 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     const autoscale::AutoscalePolicy& p = configured->policy;
     std::printf(
         "tessera: service %s of %s (targetQueuePerReplica %g, targetUtilization %g +/- %g, "
-        "replicas %d-%d, idleTimeout %s, scaleDownWindow %s, coldStart %s)\n",
+        "replicas %d-%d, idleTimeout %s, scaleDownWindow %s, coldStart %s; deciding every %s as "
+        "its pollInterval says)\n",
         configured->name.c_str(), f.config_file.c_str(), p.target_queue_per_replica,
         p.target_utilization, p.utilization_band, p.min_replicas, p.max_replicas,
         absl::FormatDuration(p.idle_timeout).c_str(),
         absl::FormatDuration(p.scale_down_window).c_str(),
-        absl::FormatDuration(p.cold_start).c_str());
+        absl::FormatDuration(p.cold_start).c_str(), absl::FormatDuration(poll).c_str());
+  } else if (poll > absl::ZeroDuration()) {
+    std::printf("tessera: deciding every %s, as a scaler polling at that interval\n",
+                absl::FormatDuration(poll).c_str());
   }
   std::printf("%-11s %-32s %9s %9s %6s %8s %7s %7s %7s %6s %5s\n", "policy", "params", "GPU-h",
               "busy GPU-h", "util", "SLO", "p50 s", "p99 s", ">60s", "cold", "peak");

@@ -17,6 +17,9 @@ struct SimAutoscaleFlags {
   int min_replicas = 0;             // tessera, keda-queue (0 = scale to zero); hpa-cpu at least 1
   std::string idle_timeout;         // tessera's idleTimeout; "" = 10m
   std::string scale_down_window;    // tessera's scaleDownWindow; "" = 10m
+  // How often tessera decides, as a running scaler polls; "" = once per HPA sync (15 s), each
+  // decision stepping from the replicas there. With --config, its prometheus.pollInterval.
+  std::string poll_interval;
   // tessera's knobs from one service of a `tessera scaler` config (kind ScalerConfig) instead of
   // the defaults and the flags above; `service` may be left out when the config has one.
   std::string config_file;

@@ -109,8 +109,13 @@ struct Replica {
 // the scale-down stabilisation window when `down_window_s` > 0.
 class Hpa {
  public:
-  Hpa(double down_window_s, double tolerance)
-      : down_window_s_(down_window_s), tolerance_(tolerance) {}
+  // Scale-up at most max(current x (1 + up_percent / 100), current + up_pods) per sync (HPA's
+  // default behavior: 100% or 4 pods per 15 s; selectPolicy Max).
+  Hpa(double down_window_s, double tolerance, int up_percent = 100, int up_pods = 4)
+      : down_window_s_(down_window_s),
+        tolerance_(tolerance),
+        up_percent_(up_percent),
+        up_pods_(up_pods) {}
   int Apply(int current, int desired, double usage_ratio, double now) {
     if (std::abs(usage_ratio - 1) <= tolerance_) desired = current;
     recs_.emplace_back(now, desired);
@@ -120,12 +125,14 @@ class Hpa {
       for (const auto& [t, r] : recs_) m = std::max(m, r);
       return std::min(current, m);
     }
-    return std::min(desired, std::max(2 * current, current + 4));
+    return std::min(desired, std::max(current + current * up_percent_ / 100, current + up_pods_));
   }
 
  private:
   double down_window_s_;
   double tolerance_;
+  int up_percent_;
+  int up_pods_;
   std::deque<std::pair<double, int>> recs_;
 };
 
@@ -249,6 +256,8 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   SimResult res;
   res.policy = spec.kind;
   res.params = spec.Params();
+  if (spec.kind == "tessera" && opt.scaler_poll_s > 0)
+    res.params["poll_interval_s"] = opt.scaler_poll_s;
   const double dt = opt.dt_s;
   const bool clairvoyant = spec.kind == "clairvoyant";
   std::vector<int> plan;
@@ -271,7 +280,10 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   for (const SimRequest& r : requests) total_work += r.arrival >= opt.warmup_s ? r.work : 0;
 
   autoscale::AutoscaleState tstate;
-  Hpa hpa(spec.kind == "tessera" ? 0 : kHpaDownWindowS, opt.hpa_tolerance);
+  // Tessera's HPA as deploy/scaler/scaledobject.yaml sets it: no windows of its own, scale-up
+  // up to 1000% or 100 pods per 15 s (Tessera's steps are the limit); the others HPA's defaults.
+  Hpa hpa = spec.kind == "tessera" ? Hpa(0, opt.hpa_tolerance, 1000, 100)
+                                   : Hpa(kHpaDownWindowS, opt.hpa_tolerance);
   double last_active = 0;
   // The clairvoyant plan is followed every second; the others decide at HPA's sync period.
   const double sync_period = clairvoyant ? 1 : kHpaSyncS;
@@ -279,6 +291,10 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   double next_poll = spec.kind == "tessera" ? kTesseraPollS : kKedaPollS;
   const double poll_period = next_poll;
   int tessera_decision = 1;
+  // With a scaler poll interval, tessera decides on its own clock as the running scaler does:
+  // each decision steps from its previous one, and HPA applies the latest at its sync.
+  const double decide_period = spec.kind == "tessera" ? opt.scaler_poll_s : 0;
+  double next_decide = decide_period > 0 ? decide_period : std::numeric_limits<double>::infinity();
   double provisioned_s = 0;
   int64_t cold_starts = 0;
   int peak = 1;
@@ -342,6 +358,22 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
     }
     return n == 0 ? 0.0 : sum / n;
   };
+  // What tessera's queries would read now.
+  auto tessera_signals = [&](double t, int waiting, int running, int ready, int starting) {
+    absl::Time now = absl::FromUnixSeconds(0) + absl::Seconds(t);
+    autoscale::Signals s;
+    s.waiting = autoscale::Sample::At(waiting, now);
+    s.running = autoscale::Sample::At(running, now);
+    s.ready = autoscale::Sample::At(ready, now);
+    s.starting = autoscale::Sample::At(starting, now);
+    s.utilization = autoscale::Sample::At(window_mean(false, t), now);
+    while (!completions.empty() && t - completions.front().first > kUtilWindowS) {
+      completions_sum -= completions.front().second;
+      completions.pop_front();
+    }
+    s.throughput = autoscale::Sample::At(completions_sum / kUtilWindowS, now);
+    return s;
+  };
 
   double t = 0;
   while (true) {
@@ -375,7 +407,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
     // Idle: jump to the next event (arrival, readiness or controller tick).
     double step = dt;
     if (!any_active && queue.empty()) {
-      double until = std::min(next_sync, next_poll);
+      double until = std::min({next_sync, next_poll, next_decide});
       if (next < requests.size()) until = std::min(until, requests[next].arrival);
       for (const Replica& r : reps) {
         if (r.phase == Phase::kStarting) until = std::min(until, r.ready_at);
@@ -420,6 +452,15 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
     }
     const int waiting = static_cast<int>(queue.size());
     int current = alive();
+    if (t >= next_decide) {
+      next_decide += decide_period;
+      // At zero the running scaler's last decision was 0 (KEDA scaled to zero on it).
+      if (current == 0) tstate.current = 0;
+      tessera_decision = autoscale::DecideReplicas(
+                             spec.tessera, tessera_signals(t, waiting, running, ready, starting_n),
+                             tstate, absl::FromUnixSeconds(0) + absl::Seconds(t))
+                             .replicas;
+    }
     if (spec.kind == "fixed") {
       // Static provisioning: no controller.
     } else if (t >= next_sync) {
@@ -430,22 +471,16 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
         int want = second < plan.size() ? plan[second] : current;
         set_replicas(waiting > 0 ? std::max(want, 1) : want, t);
       } else if (spec.kind == "tessera") {
-        absl::Time now = absl::FromUnixSeconds(0) + absl::Seconds(t);
-        autoscale::Signals s;
-        s.waiting = autoscale::Sample::At(waiting, now);
-        s.running = autoscale::Sample::At(running, now);
-        s.ready = autoscale::Sample::At(ready, now);
-        s.starting = autoscale::Sample::At(starting_n, now);
-        s.utilization = autoscale::Sample::At(window_mean(false, t), now);
-        while (!completions.empty() && t - completions.front().first > kUtilWindowS) {
-          completions_sum -= completions.front().second;
-          completions.pop_front();
+        if (decide_period <= 0) {
+          // One decision per sync, stepping from the replicas there.
+          tstate.current = current;
+          tstate.initialised = true;
+          tessera_decision =
+              autoscale::DecideReplicas(spec.tessera,
+                                        tessera_signals(t, waiting, running, ready, starting_n),
+                                        tstate, absl::FromUnixSeconds(0) + absl::Seconds(t))
+                  .replicas;
         }
-        s.throughput = autoscale::Sample::At(completions_sum / kUtilWindowS, now);
-        tstate.current = current;
-        tstate.initialised = true;
-        autoscale::Decision dec = autoscale::DecideReplicas(spec.tessera, s, tstate, now);
-        tessera_decision = dec.replicas;
         if (current >= 1 && tessera_decision >= 1) {
           // HPA with target AverageValue 1: desired = the metric (Tessera's count).
           set_replicas(hpa.Apply(current, tessera_decision,
@@ -472,7 +507,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
       next_poll += poll_period;
       // KEDA: IsActive each polling interval; 0 -> 1 on activity, -> 0 after the cooldown.
       bool active = spec.kind == "tessera" ? tessera_decision > 0 : waiting > 0;
-      if (spec.kind == "tessera" && current == 0) {
+      if (spec.kind == "tessera" && current == 0 && decide_period <= 0) {
         // IsActive asks Tessera afresh (the scaler decides on every poll).
         absl::Time now = absl::FromUnixSeconds(0) + absl::Seconds(t);
         autoscale::Signals s;

@@ -98,6 +98,10 @@ struct SimOptions {
   // cluster-wide; per HPA (behavior.scaleUp/scaleDown.tolerance) from Kubernetes 1.33 with the
   // HPAConfigurableTolerance feature gate, passed through by KEDA 2.18+.
   double hpa_tolerance = 0.1;
+  // How often `tessera` decides. 0: once per HPA sync (15 s), stepping from the replicas there.
+  // Above 0: every `scaler_poll_s`, as the running scaler polls (its prometheus.pollInterval),
+  // each decision stepping from its previous one, HPA applying the latest at its sync.
+  double scaler_poll_s = 0;
 };
 
 // The `clairvoyant` reference: not a policy anyone can deploy (it reads the trace's future

@@ -162,8 +162,9 @@ check "--hpa-tolerance changes what HPA acts on" test $? = 0
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --hpa-tolerance 1 2>"$WORK/err" >/dev/null
 check "a tolerance of 1 is refused" grep -q 'hpa-tolerance: expected a fraction' "$WORK/err"
 # --config: tessera runs the knobs of a service in a scaler config, as `tessera scaler` would.
-# A config at the defaults replays exactly like the flags' defaults; a changed knob changes the
-# run and is reported; the expected coldStart is the config's, the simulated one --cold-start's.
+# A config at the defaults replays exactly like the flags' defaults at its 5 s pollInterval; a
+# changed knob changes the run and is reported; the expected coldStart is the config's, the
+# simulated one --cold-start's.
 cat >"$WORK/scaler.yaml" <<'YAML'
 apiVersion: tessera.io/v1alpha1
 kind: ScalerConfig
@@ -183,14 +184,23 @@ services:
     coldStart: 20s
 YAML
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera \
-  --json "$WORK/flags.json" >/dev/null
+  --poll-interval 5s --json "$WORK/flags.json" >/dev/null
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera \
   --config "$WORK/scaler.yaml" --service defaults --json "$WORK/cfg.json" >"$WORK/cfg.out"
 check "--config names the service it runs" grep -q "tessera: service defaults of .*scaler.yaml" "$WORK/cfg.out"
 check "a config at the defaults replays like the defaults" python3 -c "
 import json, sys
 a, b = (json.load(open(p))['runs'][0] for p in sys.argv[1:3])
-assert a == b, (a, b)" "$WORK/flags.json" "$WORK/cfg.json"
+assert a == b, (a, b)
+assert a['params']['poll_interval_s'] == 5, a['params']" "$WORK/flags.json" "$WORK/cfg.json"
+check "--config decides at its pollInterval" grep -q "deciding every 5s as its pollInterval says" "$WORK/cfg.out"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera \
+  --json "$WORK/sync.json" >/dev/null
+check "without --poll-interval: one decision per HPA sync" python3 -c "
+import json, sys
+assert 'poll_interval_s' not in json.load(open(sys.argv[1]))['runs'][0]['params']" "$WORK/sync.json"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --poll-interval 0s 2>"$WORK/err" >/dev/null
+check "a poll interval of 0 is refused" grep -q 'poll-interval 0s: expected a duration above 0' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera,keda-queue \
   --config "$WORK/scaler.yaml" --service lean --json "$WORK/lean.json" >/dev/null
 check "a service's knobs are tessera's, not the baselines'" python3 -c "
@@ -222,6 +232,9 @@ check "an unknown service is named" grep -q 'service big: not in .*scaler.yaml (
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/scaler.yaml" --service lean \
   --scale-down-window 5m 2>"$WORK/err" >/dev/null
 check "a tessera flag beside --config is refused" grep -q 'scale-down-window with --config: .*set scaleDownWindow there' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/scaler.yaml" --service lean \
+  --poll-interval 15s 2>"$WORK/err" >/dev/null
+check "so is --poll-interval (the config's pollInterval applies)" grep -q 'poll-interval with --config: .*set prometheus.pollInterval there' "$WORK/err"
 sed 's/targetUtilization: 0.9/targetUtilization: 1.5/' "$WORK/scaler.yaml" >"$WORK/bad.yaml"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/bad.yaml" --service lean \
   --json "$WORK/badcfg.json" 2>"$WORK/err" >/dev/null
