@@ -21,6 +21,19 @@ Signals At(absl::Time t, double waiting, double running, double ready, double st
   return s;
 }
 
+// Decides every 5 s for `span` on the same load and expects `replicas` each time; returns the
+// time of the last decision.
+absl::Time ExpectHeldFor(const AutoscalePolicy& p, AutoscaleState& st, absl::Time t,
+                         absl::Duration span, double waiting, double running, double ready,
+                         double util, int replicas) {
+  for (absl::Time end = t + span; t < end;) {
+    t += absl::Seconds(5);
+    Decision d = DecideReplicas(p, At(t, waiting, running, ready, 0, util), st, t);
+    EXPECT_EQ(d.replicas, replicas) << absl::FormatTime(t) << " " << d.reason;
+  }
+  return t;
+}
+
 TEST(AutoscalePolicy, DefaultsValidateAndBadKnobsAreNamed) {
   AutoscalePolicy p;
   EXPECT_TRUE(p.Validate().ok());
@@ -95,11 +108,7 @@ TEST(AutoscalePolicy, ScaleDownWaitsForTheWindowAndStepsDown) {
   Decision d = DecideReplicas(p, At(t, 40, 160, 10, 0, 0.8), st, t);
   EXPECT_EQ(d.replicas, 10) << d.reason;
   // Load drops to almost nothing: held for the window, then down by 2 per decision.
-  for (int i = 1; i <= 36; ++i) {  // 3 minutes of 5 s decisions
-    t += absl::Seconds(5);
-    d = DecideReplicas(p, At(t, 0, 2, 10, 0, 0.1), st, t);
-    EXPECT_EQ(d.replicas, 10) << i << " " << d.reason;
-  }
+  t = ExpectHeldFor(p, st, t, absl::Minutes(3), 0, 2, 10, 0.1, 10);
   t += absl::Seconds(5);
   d = DecideReplicas(p, At(t, 0, 2, 10, 0, 0.1), st, t);
   EXPECT_EQ(d.replicas, 8) << d.reason;
@@ -244,11 +253,7 @@ TEST(AutoscalePolicy, ARestartedScalerStartsFromTheReplicasThereAndHoldsThemForA
   absl::Time t = kT0;
   Decision d = DecideReplicas(p, At(t, 0, 8, 20, 0, 0.05), st, t);
   EXPECT_EQ(d.replicas, 20) << d.reason;
-  for (int i = 1; i <= 36; ++i) {  // 3 minutes of 5 s decisions
-    t += absl::Seconds(5);
-    d = DecideReplicas(p, At(t, 0, 8, 20, 0, 0.05), st, t);
-    ASSERT_EQ(d.replicas, 20) << i << " " << d.reason;
-  }
+  t = ExpectHeldFor(p, st, t, absl::Minutes(3), 0, 8, 20, 0.05, 20);
   t += absl::Seconds(5);
   EXPECT_LT(DecideReplicas(p, At(t, 0, 8, 20, 0, 0.05), st, t).replicas, 20);
 
