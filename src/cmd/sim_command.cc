@@ -168,9 +168,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
         {"--poll-interval", &f.poll_interval, "prometheus.pollInterval"}};
     for (const auto& [flag, value, knob] : tessera_flags) {
       if (!value->empty()) {
-        return Fail(absl::StrCat(flag,
-                                 " with --config: tessera's knobs come from the config's "
-                                 "service (set ",
+        return Fail(absl::StrCat(flag, " with --config: tessera's knobs come from the config (set ",
                                  knob, " there)"));
       }
     }
