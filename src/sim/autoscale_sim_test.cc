@@ -275,7 +275,22 @@ TEST(LlmTraces, ParseAndLocateErrors) {
   EXPECT_THAT(bad.status().message(), HasSubstr("a.csv:2:23: ContextTokens"));
   EXPECT_THAT(adapters::ParseAzureLlmTrace("a.csv", "nope\n").status().message(),
               HasSubstr("header"));
-  // Columns by name: the multimodal trace (AzureLMMInferenceTrace) adds NumImages; any order.
+  auto sg = adapters::ParseServeGenTrace(
+      "c.csv", "0,0.0,0,,0,0\r\n600,1.5,2.1,Gamma,0.2267,2.94\r\n1200,0.1,1.0,Weibull,0.9,8.1\r\n");
+  ASSERT_TRUE(sg.ok()) << sg.status();
+  EXPECT_EQ((*sg)[1].distribution, "Gamma");
+  EXPECT_THAT(adapters::ParseServeGenTrace("c.csv", "0,1.0,1,Poisson,1,1\n").status().message(),
+              HasSubstr("c.csv:1:9: distribution"));
+}
+
+// The message of a parse that must fail.
+std::string AzureError(const std::string& file, const std::string& text) {
+  return std::string(adapters::ParseAzureLlmTrace(file, text).status().message());
+}
+
+// Columns by name: the multimodal trace (AzureLMMInferenceTrace) adds NumImages; any order. A
+// UTF-8 byte-order mark (spreadsheet exports) before the header is not part of it.
+TEST(LlmTraces, ColumnsByNameAndAByteOrderMark) {
   auto mm = adapters::ParseAzureLlmTrace(
       "m.csv",
       "TIMESTAMP,NumImages,ContextTokens,GeneratedTokens\n"
@@ -290,24 +305,14 @@ TEST(LlmTraces, ParseAndLocateErrors) {
   ASSERT_TRUE(reordered.ok()) << reordered.status();
   EXPECT_EQ((*reordered)[0].generated_tokens, 7);
   EXPECT_EQ((*reordered)[0].context_tokens, 300);
-  EXPECT_THAT(adapters::ParseAzureLlmTrace("m.csv",
-                                           "TIMESTAMP,NumImages,ContextTokens,GeneratedTokens\n"
-                                           "2024-10-15 00:00:00+00:00,1,x,5\n")
-                  .status()
-                  .message(),
+  const std::string header = "TIMESTAMP,NumImages,ContextTokens,GeneratedTokens\n";
+  EXPECT_THAT(AzureError("m.csv", header + "2024-10-15 00:00:00+00:00,1,x,5\n"),
               HasSubstr("m.csv:2:29: ContextTokens"));
-  EXPECT_THAT(adapters::ParseAzureLlmTrace("m.csv", "TIMESTAMP,NumImages,ContextTokens\n")
-                  .status()
-                  .message(),
+  EXPECT_THAT(AzureError("m.csv", "TIMESTAMP,NumImages,ContextTokens\n"),
               HasSubstr("m.csv:1:1: expected a header with the columns TIMESTAMP, ContextTokens "
                         "and GeneratedTokens (missing GeneratedTokens)"));
-  EXPECT_THAT(adapters::ParseAzureLlmTrace("m.csv",
-                                           "TIMESTAMP,NumImages,ContextTokens,GeneratedTokens\n"
-                                           "2024-10-15 00:00:00+00:00,1,5\n")
-                  .status()
-                  .message(),
+  EXPECT_THAT(AzureError("m.csv", header + "2024-10-15 00:00:00+00:00,1,5\n"),
               HasSubstr("m.csv:2:1: expected 4 fields, found 3"));
-  // A UTF-8 byte-order mark (spreadsheet exports) before the header is not part of it.
   auto bom = adapters::ParseAzureLlmTrace(
       "b.csv", "\xEF\xBB\xBFTIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9,1,2\n");
   ASSERT_TRUE(bom.ok()) << bom.status();
@@ -317,12 +322,6 @@ TEST(LlmTraces, ParseAndLocateErrors) {
                                              "0,0.5,1,Gamma,1,2\n");
   ASSERT_TRUE(sg_bom.ok()) << sg_bom.status();
   EXPECT_EQ((*sg_bom)[0].start_s, 0);
-  auto sg = adapters::ParseServeGenTrace(
-      "c.csv", "0,0.0,0,,0,0\r\n600,1.5,2.1,Gamma,0.2267,2.94\r\n1200,0.1,1.0,Weibull,0.9,8.1\r\n");
-  ASSERT_TRUE(sg.ok()) << sg.status();
-  EXPECT_EQ((*sg)[1].distribution, "Gamma");
-  EXPECT_THAT(adapters::ParseServeGenTrace("c.csv", "0,1.0,1,Poisson,1,1\n").status().message(),
-              HasSubstr("c.csv:1:9: distribution"));
 }
 
 // A query_range body as Debian's Prometheus 2.42 answered
