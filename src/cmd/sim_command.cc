@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "adapters/io/files.h"
 #include "adapters/keda/scaler_config.h"
 #include "adapters/trace/llm_traces.h"
@@ -36,13 +37,34 @@ bool Duration(const std::string& flag, const std::string& text, absl::Duration* 
 // service's floor of replicas is the other knob its owner sets, and --sweep gives each policy the
 // same floors so that no frontier gains from one the others lack.
 constexpr int kSweptFloors[] = {4, 8, 16, 24, 32};
+constexpr int kSweptStatic[] = {2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40};
+// Both grids go on with these until they reach 8 times the trace's mean busy replicas (the Azure
+// traces' bursts reach about 6 times their mean): a service that needs 100 replicas gets floors
+// and static counts of its size, one that needs 5 the grids above.
+constexpr int kSweptLarger[] = {48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512};
 
-// Each policy's main knob, then (dynamic policies) its floor, for --sweep.
-std::vector<sim::PolicySpec> Grid(const sim::PolicySpec& base, bool sweep) {
+// `grid`, then kSweptLarger's counts until one reaches `reach`, none above `ceiling`.
+std::vector<int> Counts(absl::Span<const int> grid, double reach, int ceiling) {
+  std::vector<int> out;
+  for (int n : grid) {
+    if (n <= ceiling) out.push_back(n);
+  }
+  for (int n : kSweptLarger) {
+    if (grid.back() >= reach || n > ceiling || (!out.empty() && out.back() >= reach)) break;
+    out.push_back(n);
+  }
+  return out;
+}
+
+// Each policy's main knob, then (dynamic policies) its floor, for --sweep. `mean_busy`: the
+// trace's mean busy replicas, which sizes the floors and static counts.
+std::vector<sim::PolicySpec> Grid(const sim::PolicySpec& base, bool sweep, double mean_busy,
+                                  int ceiling) {
   if (!sweep) return {base};
   std::vector<sim::PolicySpec> out;
+  const double reach = 8 * mean_busy;
   auto floors = [&] {
-    for (int n : kSweptFloors) {
+    for (int n : Counts(kSweptFloors, reach, ceiling)) {
       // A floor above a configured ceiling is not a configuration the scaler would accept.
       if (base.kind == "tessera" && n > base.tessera.max_replicas) continue;
       sim::PolicySpec s = base;
@@ -85,7 +107,7 @@ std::vector<sim::PolicySpec> Grid(const sim::PolicySpec& base, bool sweep) {
       }
     }
   } else if (base.kind == "fixed") {
-    for (int n : {2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40}) {
+    for (int n : Counts(kSweptStatic, reach, ceiling)) {
       sim::PolicySpec s = base;
       s.min_replicas = n;
       out.push_back(s);
@@ -254,6 +276,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
                              absl::FormatDuration(absl::Seconds(requests.back().arrival)), ")"));
   }
 
+  const double mean_busy = sim::MeanBusyReplicas(requests, opt.warmup_s);
   std::vector<sim::SimResult> results;
   for (absl::string_view name : absl::StrSplit(f.policies, ',', absl::SkipEmpty())) {
     sim::PolicySpec base;
@@ -280,7 +303,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       base.tessera.max_replicas = opt.max_replicas;
     }
     if (absl::Status s = base.tessera.Validate(); !s.ok()) return Fail(std::string(s.message()));
-    for (const sim::PolicySpec& spec : Grid(base, f.sweep)) {
+    for (const sim::PolicySpec& spec : Grid(base, f.sweep, mean_busy, opt.max_replicas)) {
       results.push_back(sim::Simulate(requests, model, opt, spec));
     }
   }

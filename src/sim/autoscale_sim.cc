@@ -220,6 +220,13 @@ std::vector<SimRequest> SynthesizeRequests(const std::vector<RateWindow>& window
   return out;
 }
 
+double MeanBusyReplicas(const std::vector<SimRequest>& requests, double warmup_s) {
+  double work = 0;
+  for (const SimRequest& r : requests) work += r.arrival >= warmup_s ? r.work : 0;
+  double span = requests.empty() ? 0 : requests.back().arrival - warmup_s;
+  return span > 0 ? work / span : 0;
+}
+
 std::vector<int> ClairvoyantPlan(const std::vector<SimRequest>& requests, double cold_start_s,
                                  double utilization, double window_s) {
   if (requests.empty()) return {};

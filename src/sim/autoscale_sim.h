@@ -146,4 +146,8 @@ struct SimResult {
 SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& model,
                    const SimOptions& options, const PolicySpec& policy);
 
+// The fluid lower bound on replicas over the measured span: the work of the requests arriving at
+// or after `warmup_s`, over the time from then to the last arrival (0 when nothing is measured).
+double MeanBusyReplicas(const std::vector<SimRequest>& requests, double warmup_s);
+
 }  // namespace tessera::sim

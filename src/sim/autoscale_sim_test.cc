@@ -23,6 +23,19 @@ PolicySpec Fixed(int replicas) {
   return p;
 }
 
+TEST(AutoscaleSim, MeanBusyReplicasIsTheMeasuredWorkOverTheMeasuredSpan) {
+  // 0.5 replica-seconds every 0.25 s: 2 replicas' worth, whatever the warm-up.
+  std::vector<SimRequest> steady = Steady(3600, 0.25, 0.5);
+  EXPECT_NEAR(MeanBusyReplicas(steady, 0), 2.0, 0.001);
+  EXPECT_NEAR(MeanBusyReplicas(steady, 600), 2.0, 0.001);
+  // Three times the work in the last half hour: measured from then, 6.
+  for (SimRequest& r : steady) r.work *= r.arrival >= 1800 ? 3 : 1;
+  EXPECT_NEAR(MeanBusyReplicas(steady, 1800), 6.0, 0.01);
+  EXPECT_NEAR(MeanBusyReplicas(steady, 0), 4.0, 0.01);
+  EXPECT_EQ(MeanBusyReplicas({}, 0), 0);
+  EXPECT_EQ(MeanBusyReplicas(steady, 3600), 0);  // nothing left to measure
+}
+
 TEST(AutoscaleSim, FixedProvisioningAccountsExactly) {
   ServingModel m;
   SimOptions o;

@@ -64,6 +64,27 @@ for kind in ("tessera", "keda-queue", "hpa-cpu"):
 PY
 check "JSON in the issue's shape, every sweep point" test $? = 0
 
+# A load 4 times larger (--rate-scale 32) needs more replicas than the grids above: the floors
+# and static counts go on (48, 64, ...) until they reach 8 times the mean busy replicas, and the
+# largest static count then serves every request within the SLO.
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --format azure --rate-scale 32 \
+  --policy keda-queue,fixed --sweep --json "$WORK/big.json" >/dev/null 2>&1
+check "the grids scale with the load" python3 - "$WORK/big.json" <<'PY'
+import json, sys
+runs = json.load(open(sys.argv[1]))["runs"]
+span = 1200
+busy = runs[0]["busy_gpu_hours"] * 3600 / span  # mean busy replicas, about 14
+static = [r["params"]["replicas"] for r in runs if r["policy"] == "fixed"]
+floors = [r["params"]["min_replicas"] for r in runs if r["policy"] == "keda-queue"
+          and r["params"]["min_replicas"] > 0]
+assert static[:11] == [2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40] and floors[:5] == [4, 8, 16, 24, 32]
+for grid in (static, floors):
+    assert grid[-1] >= 8 * busy > grid[-2], (busy, grid)
+    assert all(b > a for a, b in zip(grid, grid[1:])), grid
+top = [r for r in runs if r["policy"] == "fixed" and r["params"]["replicas"] == static[-1]][0]
+assert top["slo_attainment"] == 1, top
+PY
+
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy fixed --min-replicas 4 --json "$WORK/cold.json" >/dev/null
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy fixed --min-replicas 4 --warmup 5m \
   --json "$WORK/warm.json" >"$WORK/warm.out"
