@@ -154,10 +154,13 @@ Choice FgdChoice(const ClusterState& state, int node, const PodSpec& pod,
     return static_cast<int64_t>(100.0 / (1.0 + std::exp(delta / 1000.0)));
   };
   if (pod.sharing()) {
-    // Every GPU with room; the best score wins, the first GPU on ties.
+    // Every GPU with room; the best score wins, the first GPU on ties. The fragmentation depends
+    // on the node's free GPU values, not on which GPU holds which, so GPUs as free as one
+    // already tried score the same: only the first of each is scored.
     Choice best{-1, {}};
     for (size_t j = 0; j < n.gpu_free.size(); ++j) {
-      if (n.gpu_free[j] < pod.gpu_milli) {
+      if (n.gpu_free[j] < pod.gpu_milli || std::find(n.gpu_free.begin(), n.gpu_free.begin() + j,
+                                                     n.gpu_free[j]) != n.gpu_free.begin() + j) {
         continue;
       }
       after.gpu_free[j] -= pod.gpu_milli;

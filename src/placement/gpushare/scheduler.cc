@@ -11,13 +11,13 @@ Scheduler::Scheduler(ClusterState& state, Policy& policy, Random& rng, int num_c
       rng_(rng),
       num_classes_(num_classes),
       order_(std::move(order)),
-      ties_(ties),
-      cache_(static_cast<size_t>(state.size()) * num_classes) {
+      ties_(ties) {
   if (order_.empty()) {
     for (int n = 0; n < state.size(); ++n) {
       order_.push_back(n);
     }
   }
+  cache_.resize(order_.size() * static_cast<size_t>(num_classes));
 }
 
 std::optional<Decision> Scheduler::Schedule(const PodSpec& pod, int pod_class) {
@@ -26,8 +26,12 @@ std::optional<Decision> Scheduler::Schedule(const PodSpec& pod, int pod_class) {
   int best_node = -1;
   std::pair<int64_t, int64_t> best_score{INT64_MIN, INT64_MIN};
   int ties = 0;
-  for (int n : order_) {
-    Entry& e = cache_[static_cast<size_t>(n) * num_classes_ + pod_class];
+  // One class's entries lie together, in visiting order: the probes read memory in sequence.
+  Entry* entries = &cache_[static_cast<size_t>(pod_class) * order_.size()];
+  int best_pos = -1;
+  for (size_t i = 0; i < order_.size(); ++i) {
+    const int n = order_[i];
+    Entry& e = entries[i];
     if (e.version != state_.node(n).version || e.epoch != epoch) {
       e.version = state_.node(n).version;
       e.epoch = epoch;
@@ -42,17 +46,18 @@ std::optional<Decision> Scheduler::Schedule(const PodSpec& pod, int pod_class) {
     if (score > best_score) {
       best_score = score;
       best_node = n;
+      best_pos = static_cast<int>(i);
       ties = 1;
     } else if (score == best_score && (policy_.uniform_random() || ties_ == TieBreak::kRandom) &&
                rng_.UniformInt(0, ties++) == 0) {
       best_node = n;  // reservoir sampling: each tied node kept with equal probability
+      best_pos = static_cast<int>(i);
     }
   }
   if (best_node < 0) {
     return std::nullopt;
   }
-  Decision d{best_node,
-             cache_[static_cast<size_t>(best_node) * num_classes_ + pod_class].choice.gpus};
+  Decision d{best_node, entries[best_pos].choice.gpus};
   if (policy_.uniform_random() && pod.sharing()) {
     // Random GPU among those that fit.
     const NodeState& n = state_.node(best_node);

@@ -52,7 +52,7 @@ class Scheduler {
   int num_classes_;
   std::vector<int> order_;
   TieBreak ties_;
-  std::vector<Entry> cache_;  // [node * num_classes + class]
+  std::vector<Entry> cache_;  // [class * nodes + position of the node in order_]
 };
 
 }  // namespace tessera::placement::gpushare
