@@ -6,12 +6,7 @@ namespace tessera::placement::gpushare {
 
 Scheduler::Scheduler(ClusterState& state, Policy& policy, Random& rng, int num_classes,
                      std::vector<int> order, TieBreak ties)
-    : state_(state),
-      policy_(policy),
-      rng_(rng),
-      num_classes_(num_classes),
-      order_(std::move(order)),
-      ties_(ties) {
+    : state_(state), policy_(policy), rng_(rng), order_(std::move(order)), ties_(ties) {
   if (order_.empty()) {
     for (int n = 0; n < state.size(); ++n) {
       order_.push_back(n);

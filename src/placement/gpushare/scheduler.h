@@ -49,7 +49,6 @@ class Scheduler {
   ClusterState& state_;
   Policy& policy_;
   Random& rng_;
-  int num_classes_;
   std::vector<int> order_;
   TieBreak ties_;
   std::vector<Entry> cache_;  // [class * nodes + position of the node in order_]
