@@ -1,5 +1,8 @@
 #include <algorithm>
+#include <cmath>
 #include <random>
+#include <set>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "placement/gpushare/cluster_state.h"
@@ -184,6 +187,104 @@ TEST(Policies, FgdPicksTheGpuThatFragmentsLeast) {
   auto bestfit = *MakePolicy("bestfit", m);
   EXPECT_EQ(bestfit->Score(s, 0, Pod(1000, 1, 500)).gpus, std::vector<int>{0});
   EXPECT_FALSE(MakePolicy("nope", m).ok());
+}
+
+// FGD's score of a sharing pod on every GPU with room, by brute force: the best, the first GPU
+// on ties (what FgdChoice returns while scoring only the first GPU of each free value).
+Choice FgdByEveryGpu(const ClusterState& state, int node, const PodSpec& pod,
+                     const TargetWorkload& target) {
+  const NodeState& n = state.node(node);
+  const double before = NodeFragmentation(state, n, target);
+  Choice best{-1, {}};
+  for (size_t j = 0; j < n.gpu_free.size(); ++j) {
+    if (n.gpu_free[j] < pod.gpu_milli) continue;
+    NodeState after = n;
+    after.cpu_free -= pod.cpu_milli;
+    after.memory_free -= pod.memory_mib;
+    after.gpu_free[j] -= pod.gpu_milli;
+    const double delta = NodeFragmentation(state, after, target) - before;
+    const int64_t score = static_cast<int64_t>(100.0 / (1.0 + std::exp(delta / 1000.0)));
+    if (score > best.score) best = {score, {static_cast<int>(j)}};
+  }
+  return best;
+}
+
+TEST(Policies, FgdScoresEquallyFreeGpusOnceAndKeepsTheFirst) {
+  std::mt19937 rng(11);
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  int with_repeats = 0;
+  for (int round = 0; round < 300; ++round) {
+    TargetWorkload m;
+    for (int i = 0, classes = 1 + pick(12); i < classes; ++i) {
+      TaskClass c;
+      c.cpu_milli = 1000 * pick(16);
+      c.num_gpu = 1 + (pick(4) == 0 ? pick(3) : 0);
+      c.gpu_milli = c.num_gpu > 1 ? 1000 : 50 * (1 + pick(20));
+      c.weight = 1.0 / classes;
+      m.classes.push_back(c);
+    }
+    m.Index();
+    ClusterState s({{"a", 96000, 1 << 20, 8, "G2"}});
+    // Shares from a few values, so that several GPUs are often equally free.
+    for (int k = 0, placed = pick(14); k < placed; ++k) {
+      PodSpec p = Pod(1000, 1, std::vector<int64_t>{250, 500, 750}[pick(3)]);
+      std::vector<int> gpus = BestFitGpus(s.node(0), p);
+      if (s.Fits(0, p) && !gpus.empty()) s.Assign(0, p, gpus);
+    }
+    const std::vector<int64_t>& free = s.node(0).gpu_free;
+    with_repeats += std::set<int64_t>(free.begin(), free.end()).size() < free.size() ? 1 : 0;
+    PodSpec pod = Pod(1000 * pick(8), 1, 50 * (1 + pick(19)));
+    if (!s.Fits(0, pod)) continue;
+    Choice got = FgdChoice(s, 0, pod, m);
+    Choice want = FgdByEveryGpu(s, 0, pod, m);
+    EXPECT_EQ(got.score, want.score) << "round " << round;
+    EXPECT_EQ(got.gpus, want.gpus) << "round " << round;
+  }
+  EXPECT_GT(with_repeats, 200);  // the case the shortcut is for did occur
+}
+
+// The cached scheduler against a scan that scores every node afresh, over several pod classes
+// and a shuffled node order: the same node and GPUs at every step.
+TEST(Scheduler, CachedDecisionsEqualAFreshScanAcrossClassesAndOrder) {
+  std::mt19937 rng(5);
+  std::vector<NodeSpec> nodes;
+  for (int i = 0; i < 24; ++i) {
+    nodes.push_back({"n" + std::to_string(i), 32000 + 16000 * (i % 3), 1 << 20, 2 + 2 * (i % 4),
+                     i % 5 == 0 ? "T4" : "G2"});
+  }
+  const std::vector<PodSpec> classes = {Pod(2000, 1, 500),  Pod(4000, 1, 250),
+                                        Pod(8000, 1, 1000), Pod(1000, 2, 1000),
+                                        Pod(6000, 0, 0),    Pod(2000, 1, 750, {"T4"})};
+  TargetWorkload target = BuildTargetWorkload(classes);
+  auto fgd = *MakePolicy("fgd", target);
+  ClusterState s(nodes);
+  std::vector<int> order(nodes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::shuffle(order.begin(), order.end(), rng);
+  Random tie_rng(1);
+  Scheduler sched(s, *fgd, tie_rng, static_cast<int>(classes.size()), order);
+  int placed = 0;
+  for (int step = 0; step < 400; ++step) {
+    const int c = static_cast<int>(rng() % classes.size());
+    int want_node = -1;
+    Choice want;
+    for (int n : order) {
+      if (!s.Fits(n, classes[c])) continue;
+      Choice ch = fgd->Score(s, n, classes[c]);
+      if (want_node < 0 || std::pair(ch.score, ch.tie) > std::pair(want.score, want.tie)) {
+        want_node = n;
+        want = ch;
+      }
+    }
+    std::optional<Decision> got = sched.Schedule(classes[c], c);
+    ASSERT_EQ(got.has_value(), want_node >= 0) << "step " << step;
+    if (!got) continue;
+    ++placed;
+    EXPECT_EQ(got->node, want_node) << "step " << step;
+    EXPECT_EQ(got->gpus, want.gpus) << "step " << step;
+  }
+  EXPECT_GT(placed, 100);
+  EXPECT_LT(placed, 400);  // the cluster filled up: the no-fit path ran too
 }
 
 TEST(Scheduler, PicksHighestScoreAndCachesPerNodeVersion) {
