@@ -50,7 +50,8 @@ std::vector<int> Counts(absl::Span<const int> grid, double reach, int ceiling) {
     if (n <= ceiling) out.push_back(n);
   }
   for (int n : kSweptLarger) {
-    if (grid.back() >= reach || n > ceiling || (!out.empty() && out.back() >= reach)) break;
+    // (A ceiling that dropped some of `grid` is below every larger count too.)
+    if (n > ceiling || (!out.empty() && out.back() >= reach)) break;
     out.push_back(n);
   }
   return out;

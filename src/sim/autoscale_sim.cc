@@ -136,6 +136,13 @@ class Hpa {
   std::deque<std::pair<double, int>> recs_;
 };
 
+// The work of the requests arriving at or after `warmup_s` (what is measured), replica-seconds.
+double MeasuredWork(const std::vector<SimRequest>& requests, double warmup_s) {
+  double work = 0;
+  for (const SimRequest& r : requests) work += r.arrival >= warmup_s ? r.work : 0;
+  return work;
+}
+
 }  // namespace
 
 std::map<std::string, double> PolicySpec::Params() const {
@@ -221,10 +228,8 @@ std::vector<SimRequest> SynthesizeRequests(const std::vector<RateWindow>& window
 }
 
 double MeanBusyReplicas(const std::vector<SimRequest>& requests, double warmup_s) {
-  double work = 0;
-  for (const SimRequest& r : requests) work += r.arrival >= warmup_s ? r.work : 0;
   double span = requests.empty() ? 0 : requests.back().arrival - warmup_s;
-  return span > 0 ? work / span : 0;
+  return span > 0 ? MeasuredWork(requests, warmup_s) / span : 0;
 }
 
 std::vector<int> ClairvoyantPlan(const std::vector<SimRequest>& requests, double cold_start_s,
@@ -283,8 +288,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   std::deque<int> queue;
   size_t next = 0;
   WaitHistogram waits;
-  double total_work = 0;
-  for (const SimRequest& r : requests) total_work += r.arrival >= opt.warmup_s ? r.work : 0;
+  const double total_work = MeasuredWork(requests, opt.warmup_s);
 
   autoscale::AutoscaleState tstate;
   // Tessera's HPA as deploy/scaler/scaledobject.yaml sets it: no windows of its own, scale-up
@@ -381,6 +385,12 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
     s.throughput = autoscale::Sample::At(completions_sum / kUtilWindowS, now);
     return s;
   };
+  auto tessera_decide = [&](double t, int waiting, int running, int ready, int starting) {
+    return autoscale::DecideReplicas(spec.tessera,
+                                     tessera_signals(t, waiting, running, ready, starting), tstate,
+                                     absl::FromUnixSeconds(0) + absl::Seconds(t))
+        .replicas;
+  };
 
   double t = 0;
   while (true) {
@@ -463,10 +473,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
       next_decide += decide_period;
       // At zero the running scaler's last decision was 0 (KEDA scaled to zero on it).
       if (current == 0) tstate.current = 0;
-      tessera_decision = autoscale::DecideReplicas(
-                             spec.tessera, tessera_signals(t, waiting, running, ready, starting_n),
-                             tstate, absl::FromUnixSeconds(0) + absl::Seconds(t))
-                             .replicas;
+      tessera_decision = tessera_decide(t, waiting, running, ready, starting_n);
     }
     if (spec.kind == "fixed") {
       // Static provisioning: no controller.
@@ -482,11 +489,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
           // One decision per sync, stepping from the replicas there.
           tstate.current = current;
           tstate.initialised = true;
-          tessera_decision =
-              autoscale::DecideReplicas(spec.tessera,
-                                        tessera_signals(t, waiting, running, ready, starting_n),
-                                        tstate, absl::FromUnixSeconds(0) + absl::Seconds(t))
-                  .replicas;
+          tessera_decision = tessera_decide(t, waiting, running, ready, starting_n);
         }
         if (current >= 1 && tessera_decision >= 1) {
           // HPA with target AverageValue 1: desired = the metric (Tessera's count).

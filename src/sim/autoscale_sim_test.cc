@@ -260,6 +260,11 @@ TEST(AutoscaleSim, SynthesisKeepsEachWindowsRate) {
   EXPECT_NEAR(third, 300, 80);
 }
 
+// The message of a parse that must fail.
+std::string AzureError(const std::string& file, const std::string& text) {
+  return std::string(adapters::ParseAzureLlmTrace(file, text).status().message());
+}
+
 TEST(LlmTraces, ParseAndLocateErrors) {
   auto rows = adapters::ParseAzureLlmTrace(
       "a.csv",
@@ -278,27 +283,19 @@ TEST(LlmTraces, ParseAndLocateErrors) {
   ASSERT_EQ(week->size(), 3u);
   EXPECT_NEAR((*week)[1].arrival_s, 0.00993, 1e-9);
   EXPECT_NEAR((*week)[2].arrival_s, 1.5, 1e-9);  // 02:00:01.5 at +02:00 is 00:00:01.5 UTC
-  EXPECT_THAT(adapters::ParseAzureLlmTrace(
-                  "w.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10T00:00:00Z,1,1\n")
-                  .status()
-                  .message(),
-              HasSubstr("w.csv:2:1: TIMESTAMP: expected YYYY-MM-DD HH:MM:SS"));
-  auto bad = adapters::ParseAzureLlmTrace(
-      "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9,x,10\n");
-  EXPECT_THAT(bad.status().message(), HasSubstr("a.csv:2:23: ContextTokens"));
-  EXPECT_THAT(adapters::ParseAzureLlmTrace("a.csv", "nope\n").status().message(),
-              HasSubstr("header"));
+  EXPECT_THAT(
+      AzureError("w.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10T00:00:00Z,1,1\n"),
+      HasSubstr("w.csv:2:1: TIMESTAMP: expected YYYY-MM-DD HH:MM:SS"));
+  EXPECT_THAT(
+      AzureError("a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9,x,10\n"),
+      HasSubstr("a.csv:2:23: ContextTokens"));
+  EXPECT_THAT(AzureError("a.csv", "nope\n"), HasSubstr("header"));
   auto sg = adapters::ParseServeGenTrace(
       "c.csv", "0,0.0,0,,0,0\r\n600,1.5,2.1,Gamma,0.2267,2.94\r\n1200,0.1,1.0,Weibull,0.9,8.1\r\n");
   ASSERT_TRUE(sg.ok()) << sg.status();
   EXPECT_EQ((*sg)[1].distribution, "Gamma");
   EXPECT_THAT(adapters::ParseServeGenTrace("c.csv", "0,1.0,1,Poisson,1,1\n").status().message(),
               HasSubstr("c.csv:1:9: distribution"));
-}
-
-// The message of a parse that must fail.
-std::string AzureError(const std::string& file, const std::string& text) {
-  return std::string(adapters::ParseAzureLlmTrace(file, text).status().message());
 }
 
 // Columns by name: the multimodal trace (AzureLMMInferenceTrace) adds NumImages; any order. A

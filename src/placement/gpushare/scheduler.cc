@@ -18,7 +18,6 @@ Scheduler::Scheduler(ClusterState& state, Policy& policy, Random& rng, int num_c
 std::optional<Decision> Scheduler::Schedule(const PodSpec& pod, int pod_class) {
   policy_.Observe(pod);
   const uint64_t epoch = policy_.epoch();
-  int best_node = -1;
   std::pair<int64_t, int64_t> best_score{INT64_MIN, INT64_MIN};
   int ties = 0;
   // One class's entries lie together, in visiting order: the probes read memory in sequence.
@@ -40,18 +39,17 @@ std::optional<Decision> Scheduler::Schedule(const PodSpec& pod, int pod_class) {
     if (!policy_.uniform_random()) score = {e.choice.score, e.choice.tie};
     if (score > best_score) {
       best_score = score;
-      best_node = n;
       best_pos = static_cast<int>(i);
       ties = 1;
     } else if (score == best_score && (policy_.uniform_random() || ties_ == TieBreak::kRandom) &&
                rng_.UniformInt(0, ties++) == 0) {
-      best_node = n;  // reservoir sampling: each tied node kept with equal probability
-      best_pos = static_cast<int>(i);
+      best_pos = static_cast<int>(i);  // reservoir sampling: each tied node equally likely
     }
   }
-  if (best_node < 0) {
+  if (best_pos < 0) {
     return std::nullopt;
   }
+  const int best_node = order_[best_pos];
   Decision d{best_node, entries[best_pos].choice.gpus};
   if (policy_.uniform_random() && pod.sharing()) {
     // Random GPU among those that fit.
