@@ -11,6 +11,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -36,14 +38,18 @@ class FaultyOrigin {
  public:
   std::map<std::string, std::string> files;
   std::atomic<int> requests{0};
-  std::atomic<int> fail_every{0};      // every Nth request: 503 + Retry-After: 0
+  // Every Nth distinct request (method, path and Range) is answered 503 + Retry-After: 0 on its
+  // first two attempts, then served. Counted per request rather than over all requests, so that
+  // which chunk fails cannot depend on how the client's connections interleave: a global "every
+  // Nth request" could hand one chunk's retries the failing turns six times in a row.
+  std::atomic<int> fail_every{0};
   std::atomic<int> serve_at_most{-1};  // after this many good requests: 500 for ever
   std::atomic<int64_t> bytes{0};
 
   FaultyOrigin() {
     server_.Get(R"(/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-      int n = ++requests;
-      if (fail_every > 0 && n % fail_every == 0) {
+      ++requests;
+      if (fail_every > 0 && FailsThisAttempt(req)) {
         res.status = 503;
         res.set_header("Retry-After", "0");
         return;
@@ -87,10 +93,22 @@ class FaultyOrigin {
   }
 
  private:
+  bool FailsThisAttempt(const httplib::Request& req) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, first] = attempts_.try_emplace(
+        absl::StrCat(req.method, " ", req.path, " ", req.get_header_value("Range")), 0, false);
+    auto& [attempt, fails] = it->second;
+    if (first) fails = ++distinct_ % fail_every == 0;
+    return fails && ++attempt <= 2;
+  }
+
   httplib::Server server_;
   std::thread thread_;
   int port_ = 0;
   std::atomic<int> good_{0};
+  std::mutex mu_;
+  int distinct_ = 0;                                      // guarded by mu_
+  std::map<std::string, std::pair<int, bool>> attempts_;  // guarded by mu_: attempts, fails
 };
 
 FetchOptions Small() {
@@ -188,7 +206,7 @@ TEST(Fetcher, RetriesHonourRetryAfterAndResumeFetchesOnlyWhatIsMissing) {
   ASSERT_TRUE(files.ok());
   std::string out = TempDir() + "/big";
 
-  // Every third request answered 503: retried, and the result is intact.
+  // Every third chunk answered 503 twice: retried, and the result is intact.
   origin.fail_every = 3;
   absl::StatusOr<FetchStats> s = FetchModel(*files, out, o);
   ASSERT_TRUE(s.ok()) << s.status();
