@@ -94,49 +94,82 @@ absl::StatusOr<std::string> MetaString(const json& obj, absl::string_view map,
   return it->get<std::string>();
 }
 
-// Sum over containers of resources.limits (else requests) of `resource`, a whole count.
+// One container's resources.limits (else requests) of `resource`, a whole count; 0 when absent.
+absl::StatusOr<int64_t> OneContainerResource(const json& container, absl::string_view resource,
+                                             const std::string& cpath) {
+  const json* res = Member(container, "resources");
+  if (res == nullptr) {
+    return 0;
+  }
+  for (const char* kind : {"limits", "requests"}) {
+    const json* m = Member(*res, kind);
+    if (m == nullptr || !m->contains(std::string(resource))) {
+      continue;
+    }
+    const json& v = (*m)[std::string(resource)];
+    int64_t n = 0;
+    if (v.is_number_integer()) {
+      n = v.get<int64_t>();
+    } else if (!v.is_string() || !absl::SimpleAtoi(v.get<std::string>(), &n)) {
+      return Bad(absl::StrCat(cpath, ".", kind, "[\"", resource, "\"]"),
+                 absl::StrCat("expected a whole number of GPUs, found ", v.dump()));
+    }
+    if (n < 0 || n > 64) {
+      return Bad(absl::StrCat(cpath, ".", kind, "[\"", resource, "\"]"),
+                 absl::StrCat("expected 0 to 64 GPUs, found ", n));
+    }
+    return n;  // limits win over requests, as Kubernetes requires them equal for extended ones
+  }
+  return 0;
+}
+
+// The pod's effective request of `resource`, a whole count, as kube-scheduler computes it
+// (kubernetes.io/docs/concepts/resource-management/effective-pod-requests-limits): the larger of
+// the running phase (every app container plus every sidecar, i.e. init container with
+// restartPolicy Always) and the initialisation phase (each regular init container plus the
+// sidecars listed before it; a sidecar counts with those before it and itself).
 absl::StatusOr<int64_t> ContainerResource(const json& pod, absl::string_view resource,
                                           const std::string& path) {
   const json* spec = Member(pod, "spec");
   if (spec == nullptr) {
     return 0;
   }
-  const json* containers = Member(*spec, "containers");
-  if (containers == nullptr) {
-    return 0;
-  }
-  if (!containers->is_array()) {
-    return Bad(path + ".spec.containers", "expected an array");
-  }
-  int64_t total = 0;
-  for (size_t i = 0; i < containers->size(); ++i) {
-    std::string cpath = absl::StrCat(path, ".spec.containers[", i, "].resources");
-    const json* res = Member((*containers)[i], "resources");
-    if (res == nullptr) {
-      continue;
+  int64_t sidecars = 0;
+  int64_t init_phase = 0;
+  if (const json* inits = Member(*spec, "initContainers"); inits != nullptr) {
+    if (!inits->is_array()) {
+      return Bad(path + ".spec.initContainers",
+                 absl::StrCat("expected an array, found ", TypeName(*inits)));
     }
-    for (const char* kind : {"limits", "requests"}) {
-      const json* m = Member(*res, kind);
-      if (m == nullptr || !m->contains(std::string(resource))) {
-        continue;
+    for (size_t i = 0; i < inits->size(); ++i) {
+      std::string cpath = absl::StrCat(path, ".spec.initContainers[", i, "]");
+      TESSERA_ASSIGN_OR_RETURN(int64_t n,
+                               OneContainerResource((*inits)[i], resource, cpath + ".resources"));
+      TESSERA_ASSIGN_OR_RETURN(std::string restart,
+                               StringAt((*inits)[i], "restartPolicy", cpath, false));
+      if (restart == "Always") {
+        sidecars += n;
+        init_phase = std::max(init_phase, sidecars);
+      } else {
+        init_phase = std::max(init_phase, sidecars + n);
       }
-      const json& v = (*m)[std::string(resource)];
-      int64_t n = 0;
-      if (v.is_number_integer()) {
-        n = v.get<int64_t>();
-      } else if (!v.is_string() || !absl::SimpleAtoi(v.get<std::string>(), &n)) {
-        return Bad(absl::StrCat(cpath, ".", kind, "[\"", resource, "\"]"),
-                   absl::StrCat("expected a whole number of GPUs, found ", v.dump()));
-      }
-      if (n < 0 || n > 64) {
-        return Bad(absl::StrCat(cpath, ".", kind, "[\"", resource, "\"]"),
-                   absl::StrCat("expected 0 to 64 GPUs, found ", n));
-      }
-      total += n;
-      break;  // limits win over requests, as Kubernetes requires them equal for extended ones
     }
   }
-  return total;
+  int64_t running = sidecars;
+  if (const json* containers = Member(*spec, "containers"); containers != nullptr) {
+    if (!containers->is_array()) {
+      return Bad(path + ".spec.containers",
+                 absl::StrCat("expected an array, found ", TypeName(*containers)));
+    }
+    for (size_t i = 0; i < containers->size(); ++i) {
+      TESSERA_ASSIGN_OR_RETURN(
+          int64_t n,
+          OneContainerResource((*containers)[i], resource,
+                               absl::StrCat(path, ".spec.containers[", i, "].resources")));
+      running += n;
+    }
+  }
+  return std::max(running, init_phase);
 }
 
 absl::StatusOr<GpuRequest> DecodeRequest(const json& pod, const std::string& path) {

@@ -317,6 +317,44 @@ TEST(ExtenderProtocol, DecodesRecordedNodesAndPods) {
   EXPECT_FALSE(DecodeAssignment("not json").ok());
 }
 
+// kube-scheduler's effective request: max(app containers + sidecars, each regular init container
+// + the sidecars before it); a sidecar is an init container with restartPolicy Always.
+TEST(ExtenderProtocol, WholeGpuCountIsThePodsEffectiveRequest) {
+  auto gpus = [](const json& init) {
+    json p = Fixture("pod-whole.json");  // app containers: 2 GPUs (limits) + a sidecar with none
+    p["spec"]["initContainers"] = init;
+    absl::StatusOr<PodInfo> pod = DecodePod(p);
+    EXPECT_TRUE(pod.ok()) << pod.status();
+    EXPECT_EQ(pod->request_error, "");
+    return pod->request.num_gpu;
+  };
+  auto c = [](const std::string& name, int n, bool sidecar = false) {
+    json j = {{"name", name}, {"image", "busybox:1.36"}};
+    if (n > 0) j["resources"] = {{"limits", {{"nvidia.com/gpu", std::to_string(n)}}}};
+    if (sidecar) j["restartPolicy"] = "Always";
+    return j;
+  };
+  EXPECT_EQ(gpus(json::array()), 2);
+  EXPECT_EQ(gpus(json::array({c("warm-up", 1)})), 2);      // init runs before the app: max
+  EXPECT_EQ(gpus(json::array({c("burn-in", 4)})), 4);      // a larger init phase wins
+  EXPECT_EQ(gpus(json::array({c("proxy", 1, true)})), 3);  // a sidecar runs beside the app
+  // The init phase: burn-in (3) runs beside the sidecar listed before it (1); the one after it
+  // starts later. Running phase: 2 + 1 + 1 = 4; init phase: 1 + 3 = 4, then 1 + 1 = 2.
+  EXPECT_EQ(gpus(json::array({c("a", 1, true), c("burn-in", 3), c("b", 1, true)})), 4);
+  EXPECT_EQ(gpus(json::array({c("a", 1, true), c("burn-in", 4), c("b", 1, true)})), 5);
+  EXPECT_EQ(gpus(json::array({c("burn-in", 4), c("a", 1, true)})), 4);  // sidecar after it
+
+  json p = Fixture("pod-whole.json");
+  p["spec"]["initContainers"] = json::array({c("x", 0)});
+  p["spec"]["initContainers"][0]["resources"] = {{"requests", {{"nvidia.com/gpu", "one"}}}};
+  EXPECT_THAT(DecodePod(p)->request_error,
+              HasSubstr("pod.spec.initContainers[0].resources.requests[\"nvidia.com/gpu\"]: "
+                        "expected a whole number of GPUs"));
+  p["spec"]["initContainers"] = "none";
+  EXPECT_THAT(DecodePod(p)->request_error,
+              HasSubstr("pod.spec.initContainers: expected an array, found string"));
+}
+
 TEST(ExtenderProtocol, KubeconfigWithCertificatesAndRelativeFiles) {
   std::string dir = TempDir();
   std::ofstream(dir + "/config") << R"(apiVersion: v1
