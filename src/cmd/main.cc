@@ -62,6 +62,9 @@ int Main(int argc, char** argv) {
   bench_cmd->add_option("--ties", bench.ties,
                         "Score ties: first (first node in the per-seed order, as the FGD artifact "
                         "behaves) or random (kube-scheduler's reservoir sampling)");
+  bench_cmd->add_flag("--explain", bench.explain,
+                      "Also print where the unallocated GPUs are once 100% has arrived: the "
+                      "failed pods by request, and the free share by where it lies");
 
   tessera::cmd::ExtenderFlags ext;
   CLI::App* ext_cmd =

@@ -1,7 +1,12 @@
 #include "cmd/trace_bench_command.h"
 
+#include <array>
+#include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <map>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -37,6 +42,70 @@ absl::StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
     return absl::InvalidArgumentError("--seeds: no seeds");
   }
   return out;
+}
+
+// Where the unallocated GPUs are once 100% has arrived: one column per policy (means over its
+// seeds), a row per failed request shape and per place the free share lies; rows below 0.05
+// GPUs in every column are left out.
+void PrintExplanation(const std::vector<std::string>& policies,
+                      const std::vector<sim::RunResult>& runs) {
+  struct Column {
+    int n = 0;
+    double arrived = 0, unallocated = 0, failed = 0, free = 0, stranded = 0, whole = 0;
+    std::map<std::pair<int, int64_t>, double> failed_by;
+    std::array<double, 10> partial{};
+  };
+  std::vector<Column> cols(policies.size());
+  for (size_t c = 0; c < policies.size(); ++c) {
+    Column& col = cols[c];
+    for (const sim::RunResult& r : runs) {
+      if (r.policy != policies[c]) continue;
+      const sim::Unallocated& u = r.at_full;
+      ++col.n;
+      col.arrived += u.arrived_pct;
+      col.unallocated += u.unallocated;
+      col.failed += u.failed_gpus();
+      col.free += u.free_gpus();
+      col.stranded += u.stranded;
+      col.whole += u.whole;
+      for (const auto& [ask, count] : u.failed) col.failed_by[ask] += count.second;
+      for (size_t b = 0; b < col.partial.size(); ++b) col.partial[b] += u.partial[b];
+    }
+  }
+  std::set<std::pair<int, int64_t>, std::greater<>> asks;
+  for (const Column& col : cols) {
+    for (const auto& [ask, gpus] : col.failed_by) asks.insert(ask);
+  }
+  std::printf(
+      "\nWhere the unallocated GPUs are once 100%% of capacity has arrived (GPUs, mean over "
+      "seeds)\n%-44s",
+      "");
+  for (const std::string& p : policies) std::printf(" %10s", p.c_str());
+  std::printf("\n");
+  auto row = [&](const std::string& label, auto value) {
+    double most = 0;
+    for (const Column& col : cols) most = std::max(most, std::fabs(value(col) / col.n));
+    if (most < 0.05) return;
+    std::printf("%-44s", label.c_str());
+    for (const Column& col : cols) std::printf(" %10.1f", value(col) / col.n);
+    std::printf("\n");
+  };
+  row("arrived, % of capacity", [](const Column& c) { return c.arrived; });
+  row("unallocated (capacity - allocated)", [](const Column& c) { return c.unallocated; });
+  row("failed pods' request", [](const Column& c) { return c.failed; });
+  for (const auto& ask : asks) {
+    row(absl::StrFormat("  %d GPU x %d milli", ask.first, ask.second), [&](const Column& c) {
+      auto it = c.failed_by.find(ask);
+      return it == c.failed_by.end() ? 0.0 : it->second;
+    });
+  }
+  row("free share", [](const Column& c) { return c.free; });
+  row("  on nodes no arrived GPU pod fits (CPU/mem)", [](const Column& c) { return c.stranded; });
+  row("  whole GPUs", [](const Column& c) { return c.whole; });
+  for (size_t b = 0; b < 10; ++b) {
+    row(absl::StrFormat("  partly used GPUs, %d-%d milli free", 100 * b, 100 * b + 99),
+        [&](const Column& c) { return c.partial[b]; });
+  }
 }
 
 }  // namespace
@@ -122,6 +191,9 @@ int RunTraceBench(const TraceBenchFlags& flags) {
       std::printf(" %7.2f", a / n);
     }
     std::printf(" %11.0f %7.0f %8.2f\n", unalloc / n, failed / n, seconds);
+  }
+  if (flags.explain) {
+    PrintExplanation(policies, runs);
   }
   if (!flags.json_file.empty()) {
     nlohmann::json j;

@@ -14,6 +14,7 @@ struct TraceBenchFlags {
   double inflate = 1.3;
   std::string json_file;       // empty: no JSON
   std::string ties = "first";  // "first" (first node in the per-seed order) or "random"
+  bool explain = false;        // also print where the unallocated GPUs are at 100% arrived
 };
 
 // Exit status: 0 success; 1 bad input or I/O error.

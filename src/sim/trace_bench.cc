@@ -18,7 +18,54 @@ using placement::gpushare::ClusterState;
 using placement::gpushare::NodeSpec;
 using placement::gpushare::PodSpec;
 
+constexpr double kGpuMilliD = static_cast<double>(placement::gpushare::kGpuMilli);
+
 }  // namespace
+
+Unallocated AccountUnallocated(const ClusterState& state,
+                               const std::set<std::pair<int64_t, int64_t>>& asks,
+                               double arrived_pct) {
+  // The asks no other ask undercuts in both CPU and memory: a node fits some ask iff it fits one
+  // of these. Sorted by CPU, each kept one needs less memory than every one before it.
+  std::vector<std::pair<int64_t, int64_t>> minimal;
+  for (const auto& a : asks) {
+    if (minimal.empty() || a.second < minimal.back().second) minimal.push_back(a);
+  }
+  Unallocated u;
+  u.arrived_pct = arrived_pct;
+  u.unallocated =
+      static_cast<double>(state.total_gpu_milli() - state.used_gpu_milli()) / kGpuMilliD;
+  for (int n = 0; n < state.size(); ++n) {
+    const placement::gpushare::NodeState& node = state.node(n);
+    const bool fits = std::any_of(minimal.begin(), minimal.end(), [&](const auto& ask) {
+      return ask.first <= node.cpu_free && ask.second <= node.memory_free;
+    });
+    for (int64_t free : node.gpu_free) {
+      double gpus = static_cast<double>(free) / kGpuMilliD;
+      if (free == 0) continue;
+      if (!fits) {
+        u.stranded += gpus;
+      } else if (free >= placement::gpushare::kGpuMilli) {
+        u.whole += gpus;
+      } else {
+        u.partial[static_cast<size_t>(free / 100)] += gpus;
+      }
+    }
+  }
+  return u;
+}
+
+double Unallocated::failed_gpus() const {
+  double sum = 0;
+  for (const auto& [ask, count] : failed) sum += count.second;
+  return sum;
+}
+
+double Unallocated::free_gpus() const {
+  double sum = stranded + whole;
+  for (double p : partial) sum += p;
+  return sum;
+}
 
 int RoundHalfEven(double x) {
   double r = std::nearbyint(x);  // default rounding mode: to nearest, ties to even
@@ -105,23 +152,39 @@ absl::StatusOr<RunResult> RunTraceBench(const std::vector<NodeSpec>& nodes,
   result.policy = policy_name;
   result.seed = seed;
   double arrived = 0;
+  std::set<std::pair<int64_t, int64_t>> gpu_pod_asks;  // (CPU, memory) of arrived GPU pods
+  std::map<std::pair<int, int64_t>, std::pair<int, double>> failed_by_ask;
+  bool accounted = false;
   for (int i : order) {
     const PodSpec& pod = pods[i];
     arrived += static_cast<double>(pod.gpu_request());
+    if (pod.num_gpu > 0) gpu_pod_asks.emplace(pod.cpu_milli, pod.memory_mib);
     std::optional<placement::gpushare::Decision> d = scheduler.Schedule(pod, class_of[i]);
     if (!d.has_value()) {
       ++result.failed_pods;
+      auto& f = failed_by_ask[{pod.num_gpu, pod.gpu_milli}];
+      ++f.first;
+      f.second += static_cast<double>(pod.gpu_request()) / kGpuMilliD;
     } else {
       frag -= node_frag[d->node];
       node_frag[d->node] =
           placement::gpushare::NodeFragmentation(state, state.node(d->node), target);
       frag += node_frag[d->node];
     }
+    if (!accounted && arrived >= capacity) {
+      accounted = true;
+      result.at_full = AccountUnallocated(state, gpu_pod_asks, 100.0 * arrived / capacity);
+      result.at_full.failed = failed_by_ask;
+    }
     samples.push_back({100.0 * arrived / capacity,
                        100.0 * static_cast<double>(state.used_gpu_milli()) / capacity,
                        100.0 * frag / capacity});
   }
   result.pods = static_cast<int>(order.size());
+  if (!accounted) {
+    result.at_full = AccountUnallocated(state, gpu_pod_asks, 100.0 * arrived / capacity);
+    result.at_full.failed = failed_by_ask;
+  }
 
   // Buckets: mean of the samples whose arrived % rounds to the bucket; an empty bucket takes
   // the samples within +-1 of it, or else the state after the last arrival below it.

@@ -11,7 +11,10 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -22,6 +25,23 @@ namespace tessera::sim {
 
 inline constexpr int kMaxBucket = 130;
 
+// Where the GPU capacity stands that is not allocated once the arrivals reach 100% of it (or
+// after the last arrival, when fewer arrive), in GPUs. Two accounts of the same gap: by the
+// pods that failed, and by where the free share lies.
+struct Unallocated {
+  double arrived_pct = 0;  // arrivals when it was taken, % of capacity
+  double unallocated = 0;  // capacity - allocated
+  // Pods failed so far by request, (num_gpu, gpu_milli) -> (pods, GPUs requested).
+  std::map<std::pair<int, int64_t>, std::pair<int, double>> failed;
+  // Every GPU's free share, counted once in one of:
+  double stranded = 0;               // on nodes whose free CPU or memory no arrived GPU pod fits
+  double whole = 0;                  // fully free GPUs on other nodes
+  std::array<double, 10> partial{};  // partly used GPUs on other nodes, by free share /100 milli
+
+  double failed_gpus() const;
+  double free_gpus() const;
+};
+
 struct RunResult {
   std::string policy;
   uint64_t seed = 0;
@@ -30,6 +50,7 @@ struct RunResult {
   int pods = 0;                                    // arrivals, inflation included
   std::array<double, kMaxBucket + 1> alloc_pct{};  // used GPU / capacity, per arrived bucket
   std::array<double, kMaxBucket + 1> frag_pct{};   // F(M) / capacity, per arrived bucket
+  Unallocated at_full;                             // once 100% has arrived
 };
 
 // `pods` in any order (they are sorted by name first, as the artifact does).
@@ -38,6 +59,12 @@ absl::StatusOr<RunResult> RunTraceBench(
     std::vector<placement::gpushare::PodSpec> pods, const std::string& policy, uint64_t seed,
     double inflate,
     placement::gpushare::TieBreak ties = placement::gpushare::TieBreak::kFirstInOrder);
+
+// The free share of `state` by where it lies (Unallocated's second account; `failed` is left
+// empty). `gpu_pod_asks`: the (CPU milli, memory MiB) of every GPU pod that has arrived.
+Unallocated AccountUnallocated(const placement::gpushare::ClusterState& state,
+                               const std::set<std::pair<int64_t, int64_t>>& gpu_pod_asks,
+                               double arrived_pct);
 
 // Python's round(): to the nearest integer, halves to even.
 int RoundHalfEven(double x);

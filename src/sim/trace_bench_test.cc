@@ -67,5 +67,67 @@ TEST(TraceBench, DeflationRemovesPods) {
   EXPECT_EQ(r->failed_pods, 0);
 }
 
+PodSpec Ask(int64_t cpu, int64_t mem, int num_gpu, int64_t milli) {
+  PodSpec p;
+  p.cpu_milli = cpu;
+  p.memory_mib = mem;
+  p.num_gpu = num_gpu;
+  p.gpu_milli = milli;
+  return p;
+}
+
+TEST(TraceBench, AccountsEveryFreeShareOnceByWhereItLies) {
+  std::vector<NodeSpec> nodes;
+  for (int i = 0; i < 4; ++i) nodes.push_back({"n" + std::to_string(i), 64000, 262144, 4, "G2"});
+  placement::gpushare::ClusterState state(nodes);
+  // n0: a CPU-only pod leaves 3 cores; n1: one leaves 6 cores and 2 GiB. Both keep 4 GPUs free.
+  state.Assign(0, Ask(61000, 1024, 0, 0), {});
+  state.Assign(1, Ask(58000, 260096, 0, 0), {});
+  // n2: 810 on GPU 0 (190 free), 470 + 470 on GPU 1 (60 free), a whole GPU 2, GPU 3 free.
+  state.Assign(2, Ask(4000, 8192, 1, 810), {0});
+  state.Assign(2, Ask(4000, 8192, 1, 470), {1});
+  state.Assign(2, Ask(4000, 8192, 1, 470), {1});
+  state.Assign(2, Ask(4000, 8192, 2, 1000), {2});
+  // n3 untouched. The arrived GPU pods ask (8 cores, 1 GiB), (4 cores, 100 GiB) or more: n1 fits
+  // the first in memory and the second in CPU, but neither whole.
+  std::set<std::pair<int64_t, int64_t>> asks = {{8000, 1024}, {4000, 102400}, {9000, 204800}};
+  Unallocated u = AccountUnallocated(state, asks, 100.4);
+  EXPECT_DOUBLE_EQ(u.arrived_pct, 100.4);
+  EXPECT_NEAR(u.stranded, 8.0, 1e-9);
+  EXPECT_NEAR(u.whole, 1.0 + 4.0, 1e-9);
+  EXPECT_NEAR(u.partial[1], 0.19, 1e-9);
+  EXPECT_NEAR(u.partial[0], 0.06, 1e-9);
+  for (size_t b = 2; b < u.partial.size(); ++b) EXPECT_EQ(u.partial[b], 0.0) << b;
+  EXPECT_NEAR(u.unallocated, 16.0 - 0.81 - 0.94 - 1.0, 1e-9);
+  EXPECT_NEAR(u.free_gpus(), u.unallocated, 1e-9);
+  // A GPU pod asking 6 cores and 2 GiB fits n1: its GPUs are no longer stranded; n0's are.
+  asks.insert({6000, 2048});
+  EXPECT_NEAR(AccountUnallocated(state, asks, 100.4).stranded, 4.0, 1e-9);
+}
+
+TEST(TraceBench, UnallocatedAtFullArrivalAddsUpBothWays) {
+  for (const char* policy : {"bestfit", "fgd", "tessera"}) {
+    absl::StatusOr<RunResult> r = RunTraceBench(Nodes(), Pods(), policy, 42, 1.3);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const Unallocated& u = r->at_full;
+    const double capacity = 40;
+    EXPECT_GE(u.arrived_pct, 100.0) << policy;
+    EXPECT_LT(u.arrived_pct, 100.0 + 100.0 * 8 / capacity) << policy;  // one pod past 100%
+    // The free share is everything not allocated; the failed requests are what arrived and
+    // was not allocated.
+    EXPECT_NEAR(u.free_gpus(), u.unallocated, 1e-9) << policy;
+    EXPECT_NEAR(u.failed_gpus(), u.arrived_pct / 100 * capacity - (capacity - u.unallocated), 1e-6)
+        << policy;
+    EXPECT_GT(u.failed_gpus(), 0) << policy;
+    EXPECT_NEAR(u.unallocated, capacity * (1 - r->alloc_pct[100] / 100), 3.0) << policy;
+  }
+  // Fewer arrivals than capacity: taken after the last one, nothing failed.
+  absl::StatusOr<RunResult> few = RunTraceBench(Nodes(), Pods(), "fgd", 7, 0.2);
+  ASSERT_TRUE(few.ok());
+  EXPECT_LT(few->at_full.arrived_pct, 25.0);
+  EXPECT_TRUE(few->at_full.failed.empty());
+  EXPECT_NEAR(few->at_full.free_gpus(), few->at_full.unallocated, 1e-9);
+}
+
 }  // namespace
 }  // namespace tessera::sim

@@ -38,6 +38,28 @@ for r in d['runs']:
     assert r['policy'] in ('random', 'bestfit', 'fgd') and r['seed'] in (42, 43, 44)
     assert 0 < r['alloc_pct']['130'] <= 100 and r['failed_pods'] > 0
 " "$WORK/out.json"
+"$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --policy bestfit,fgd \
+  --seeds 42-44 --explain >"$WORK/explain.txt" 2>&1
+check "explain exits 0" test $? -eq 0
+# The two accounts of the gap agree: failed requests ~ unallocated (arrivals just past 100%), and
+# the free share's rows add up to the unallocated GPUs.
+check "explain adds up" python3 -c "
+import sys
+rows = {}
+lines = open(sys.argv[1]).read().split('Where the unallocated GPUs are')[1].splitlines()[1:]
+assert lines[0].split() == ['bestfit', 'fgd'], lines[0]
+for l in lines[1:]:
+    if l.strip():
+        label, a, b = l[:44].strip(), float(l[44:].split()[0]), float(l[44:].split()[1])
+        rows[label] = (a, b)
+for i in (0, 1):
+    u = rows['unallocated (capacity - allocated)'][i]
+    assert 100 <= rows['arrived, % of capacity'][i] < 103, rows
+    failed = next(v for k, v in rows.items() if k.startswith('failed pods'))
+    assert abs(failed[i] - u) < 6, rows
+    free = [v[i] for k, v in rows.items() if k.startswith(('on nodes', 'whole GPUs', 'partly used'))]
+    assert abs(sum(free) - u) < 0.5 and abs(rows['free share'][i] - u) < 0.1, rows
+" "$WORK/explain.txt"
 "$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --policy magic 2>"$WORK/e1"
 check "unknown policy refused" test $? -eq 1
 check "unknown policy lists known" grep -q 'expected one of: random, dotprod, clustering, packing, bestfit, fgd, tessera' "$WORK/e1"
