@@ -36,8 +36,10 @@ bool Duration(const std::string& flag, const std::string& text, absl::Duration* 
 // The warm baselines every dynamic policy is also swept over (its main knob at its default): a
 // service's floor of replicas is the other knob its owner sets, and --sweep gives each policy the
 // same floors so that no frontier gains from one the others lack.
-constexpr int kSweptFloors[] = {4, 8, 16, 24, 32};
-constexpr int kSweptStatic[] = {2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40};
+// A floor of one is the warm baseline of a latency-critical service that must not meet a cold
+// start; HPA's own minimum. (hpa-cpu's main knob already runs at its floor of one.)
+constexpr int kSweptFloors[] = {1, 2, 4, 8, 16, 24, 32};
+constexpr int kSweptStatic[] = {1, 2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40};
 // Both grids go on with these until they reach 8 times the trace's mean busy replicas (the Azure
 // traces' bursts reach about 6 times their mean): a service that needs 100 replicas gets floors
 // and static counts of its size, one that needs 5 the grids above.
@@ -68,6 +70,7 @@ std::vector<sim::PolicySpec> Grid(const sim::PolicySpec& base, bool sweep, doubl
     for (int n : Counts(kSweptFloors, reach, ceiling)) {
       // A floor above a configured ceiling is not a configuration the scaler would accept.
       if (base.kind == "tessera" && n > base.tessera.max_replicas) continue;
+      if (base.kind == "hpa-cpu" && n <= 1) continue;  // its main knob's runs
       sim::PolicySpec s = base;
       s.min_replicas = n;
       s.tessera.min_replicas = n;

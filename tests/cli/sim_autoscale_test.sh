@@ -42,9 +42,10 @@ for r in d["runs"]:
     assert abs(r["utilization"] - r["busy_gpu_hours"] / r["gpu_hours"]) < 1e-9, r
     count[r["policy"]] = count.get(r["policy"], 0) + 1
 # tessera sweeps both of its main knobs (8 utilisation + 6 queue targets), keda-queue and hpa-cpu
-# theirs, and every dynamic policy the same five floors (4, 8, 16, 24, 32).
+# theirs, and every dynamic policy the same floors (1, 2, 4, 8, 16, 24, 32; hpa-cpu's main knob
+# already runs at its floor of one).
 # clairvoyant: 12 planned utilisations x 5 averaging windows.
-assert count == {"tessera": 19, "keda-queue": 12, "hpa-cpu": 14, "fixed": 11, "clairvoyant": 60}, count
+assert count == {"tessera": 21, "keda-queue": 14, "hpa-cpu": 15, "fixed": 12, "clairvoyant": 60}, count
 # Foresight is never beaten: at each attainment another policy reaches, the clairvoyant
 # reference reaches it with at most the GPU-hours of the cheapest static provisioning that does.
 def cheapest(kind, level):
@@ -56,7 +57,9 @@ for level in (0.9, 0.95, 0.99):
 for kind in ("tessera", "keda-queue", "hpa-cpu"):
     floors = sorted(r["params"]["min_replicas"] for r in d["runs"]
                     if r["policy"] == kind and r["params"]["min_replicas"] > 1)
-    assert floors == [4, 8, 16, 24, 32], (kind, floors)
+    assert floors == [2, 4, 8, 16, 24, 32], (kind, floors)
+    ones = [r for r in d["runs"] if r["policy"] == kind and r["params"]["min_replicas"] == 1]
+    assert len(ones) == (9 if kind == "hpa-cpu" else 1), (kind, len(ones))
     # A floor is up from the start: never fewer GPU-hours than the floor's share of the trace.
     fixed4 = [r for r in d["runs"] if r["policy"] == "fixed" and r["params"]["replicas"] == 4][0]
     r4 = [r for r in d["runs"] if r["policy"] == kind and r["params"]["min_replicas"] == 4][0]
@@ -77,7 +80,8 @@ busy = runs[0]["busy_gpu_hours"] * 3600 / span  # mean busy replicas, about 14
 static = [r["params"]["replicas"] for r in runs if r["policy"] == "fixed"]
 floors = [r["params"]["min_replicas"] for r in runs if r["policy"] == "keda-queue"
           and r["params"]["min_replicas"] > 0]
-assert static[:11] == [2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40] and floors[:5] == [4, 8, 16, 24, 32]
+assert static[:12] == [1, 2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40], static
+assert floors[:7] == [1, 2, 4, 8, 16, 24, 32], floors
 for grid in (static, floors):
     assert grid[-1] >= 8 * busy > grid[-2], (busy, grid)
     assert all(b > a for a, b in zip(grid, grid[1:])), grid
@@ -242,7 +246,8 @@ check "--sweep from a service's knobs keeps within its ceiling" python3 -c "
 import json, sys
 runs = json.load(open(sys.argv[1]))['runs']
 floors = sorted(r['params']['min_replicas'] for r in runs)
-assert floors[-1] == 4 and floors.count(2) == len(runs) - 1, floors  # 8-32 exceed maxReplicas 6
+# The swept floors 1, 2 and 4 (8-32 exceed maxReplicas 6); the main knobs keep the service's 2.
+assert floors[0] == 1 and floors[-1] == 4 and floors.count(2) == len(runs) - 2, floors
 assert all(r['params']['max_replicas'] == 6 and r['params']['scale_down_window_s'] == 180
            for r in runs), runs
 " "$WORK/leansweep.json"
