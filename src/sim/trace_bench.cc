@@ -41,8 +41,8 @@ Unallocated AccountUnallocated(const ClusterState& state,
       return ask.first <= node.cpu_free && ask.second <= node.memory_free;
     });
     for (int64_t free : node.gpu_free) {
-      double gpus = static_cast<double>(free) / kGpuMilliD;
       if (free == 0) continue;
+      const double gpus = static_cast<double>(free) / kGpuMilliD;
       if (!fits) {
         u.stranded += gpus;
       } else if (free >= placement::gpushare::kGpuMilli) {

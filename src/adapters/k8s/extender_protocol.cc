@@ -128,8 +128,8 @@ absl::StatusOr<int64_t> OneContainerResource(const json& container, absl::string
 // the running phase (every app container plus every sidecar, i.e. init container with
 // restartPolicy Always) and the initialisation phase (each regular init container plus the
 // sidecars listed before it; a sidecar counts with those before it and itself).
-absl::StatusOr<int64_t> ContainerResource(const json& pod, absl::string_view resource,
-                                          const std::string& path) {
+absl::StatusOr<int64_t> PodEffectiveResource(const json& pod, absl::string_view resource,
+                                             const std::string& path) {
   const json* spec = Member(pod, "spec");
   if (spec == nullptr) {
     return 0;
@@ -214,7 +214,7 @@ absl::StatusOr<GpuRequest> DecodeRequest(const json& pod, const std::string& pat
     }
     return req;
   }
-  TESSERA_ASSIGN_OR_RETURN(int64_t whole, ContainerResource(pod, "nvidia.com/gpu", path));
+  TESSERA_ASSIGN_OR_RETURN(int64_t whole, PodEffectiveResource(pod, "nvidia.com/gpu", path));
   if (whole > 0) {
     req.num_gpu = static_cast<int>(whole);
     req.compute_milli = kGpuMilli;
