@@ -1,5 +1,6 @@
 #include "cmd/trace_bench_command.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -108,6 +109,33 @@ void PrintExplanation(const std::vector<std::string>& policies,
   }
 }
 
+// Every policy but `baseline` against it, paired by seed, at 100% and 130% arrived (or the
+// largest bucket reached when --inflate is below 1.3).
+absl::Status PrintPaired(const std::vector<std::string>& policies, const std::string& baseline,
+                         int last_bucket, const std::vector<sim::RunResult>& runs) {
+  std::vector<int> buckets = {std::min(100, last_bucket)};
+  if (last_bucket > 100) buckets.push_back(last_bucket);
+  std::printf(
+      "\nPaired by seed against %s: allocation difference in percentage points, mean +/- "
+      "standard error (seeds ahead / behind)\n%-10s",
+      baseline.c_str(), "policy");
+  for (int b : buckets) std::printf(" %28s", absl::StrCat("@", b).c_str());
+  std::printf("\n");
+  for (const std::string& policy : policies) {
+    if (policy == baseline) continue;
+    std::printf("%-10s", policy.c_str());
+    for (int b : buckets) {
+      absl::StatusOr<sim::PairedDifference> d = sim::ComparePaired(runs, policy, baseline, b);
+      if (!d.ok()) return d.status();
+      std::printf(" %28s", absl::StrFormat("%+.3f +/- %.3f (%d / %d)", d->mean, d->std_error,
+                                           d->ahead, d->behind)
+                               .c_str());
+    }
+    std::printf("\n");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int RunTraceBench(const TraceBenchFlags& flags) {
@@ -152,6 +180,11 @@ int RunTraceBench(const TraceBenchFlags& flags) {
     total_gpus += n.gpus;
   }
   std::vector<std::string> policies = absl::StrSplit(flags.policies, ',', absl::SkipEmpty());
+  if (!flags.baseline.empty() &&
+      std::find(policies.begin(), policies.end(), flags.baseline) == policies.end()) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--baseline: \"", flags.baseline, "\" is not in --policy ", flags.policies)));
+  }
   std::vector<sim::RunResult> runs;
   for (const std::string& policy : policies) {
     for (uint64_t seed : *seeds) {
@@ -191,6 +224,13 @@ int RunTraceBench(const TraceBenchFlags& flags) {
       std::printf(" %7.2f", a / n);
     }
     std::printf(" %11.0f %7.0f %8.2f\n", unalloc / n, failed / n, seconds);
+  }
+  if (!flags.baseline.empty()) {
+    const int last_bucket =
+        std::min(sim::kMaxBucket, static_cast<int>(std::floor(flags.inflate * 100 + 1e-9)));
+    if (absl::Status s = PrintPaired(policies, flags.baseline, last_bucket, runs); !s.ok()) {
+      return fail(s);
+    }
   }
   if (flags.explain) {
     PrintExplanation(policies, runs);

@@ -15,6 +15,7 @@ struct TraceBenchFlags {
   std::string json_file;       // empty: no JSON
   std::string ties = "first";  // "first" (first node in the per-seed order) or "random"
   bool explain = false;        // also print where the unallocated GPUs are at 100% arrived
+  std::string baseline;        // non-empty: also print each policy against it, paired by seed
 };
 
 // Exit status: 0 success; 1 bad input or I/O error.

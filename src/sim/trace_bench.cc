@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "base/clock.h"
 #include "base/random.h"
 #include "placement/gpushare/fragmentation.h"
@@ -65,6 +66,41 @@ double Unallocated::free_gpus() const {
   double sum = stranded + whole;
   for (double p : partial) sum += p;
   return sum;
+}
+
+absl::StatusOr<PairedDifference> ComparePaired(const std::vector<RunResult>& runs,
+                                               const std::string& policy,
+                                               const std::string& baseline, int bucket) {
+  if (bucket < 0 || bucket > kMaxBucket) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bucket ", bucket, " is outside 0..", kMaxBucket));
+  }
+  std::map<uint64_t, double> base;
+  for (const RunResult& r : runs) {
+    if (r.policy == baseline) base[r.seed] = r.alloc_pct[bucket];
+  }
+  std::vector<double> diffs;
+  PairedDifference out;
+  for (const RunResult& r : runs) {
+    auto it = r.policy == policy ? base.find(r.seed) : base.end();
+    if (it == base.end()) continue;
+    const double d = r.alloc_pct[bucket] - it->second;
+    diffs.push_back(d);
+    out.ahead += d > 0;
+    out.behind += d < 0;
+  }
+  if (diffs.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no seed was run with both ", policy, " and ", baseline));
+  }
+  out.seeds = static_cast<int>(diffs.size());
+  for (double d : diffs) out.mean += d / out.seeds;
+  if (out.seeds > 1) {
+    double ss = 0;
+    for (double d : diffs) ss += (d - out.mean) * (d - out.mean);
+    out.std_error = std::sqrt(ss / (out.seeds - 1) / out.seeds);
+  }
+  return out;
 }
 
 int RoundHalfEven(double x) {

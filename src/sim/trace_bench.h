@@ -66,6 +66,21 @@ Unallocated AccountUnallocated(const placement::gpushare::ClusterState& state,
                                const std::set<std::pair<int64_t, int64_t>>& gpu_pod_asks,
                                double arrived_pct);
 
+// `policy` against `baseline`, paired by seed: for every seed both ran, the difference of their
+// allocation at arrived bucket `bucket` (percentage points). The seed-to-seed spread of one
+// policy is several times the gap between two good ones, so a mean alone says little; pairing
+// takes out what each seed's arrival order does to both.
+struct PairedDifference {
+  int seeds = 0;
+  double mean = 0;
+  double std_error = 0;  // sample standard deviation / sqrt(seeds); 0 with one seed
+  int ahead = 0;         // seeds where `policy` allocated more
+  int behind = 0;        // ... less (the rest: exactly as much)
+};
+absl::StatusOr<PairedDifference> ComparePaired(const std::vector<RunResult>& runs,
+                                               const std::string& policy,
+                                               const std::string& baseline, int bucket);
+
 // Python's round(): to the nearest integer, halves to even.
 int RoundHalfEven(double x);
 

@@ -1,5 +1,7 @@
 #include "sim/trace_bench.h"
 
+#include <cmath>
+
 #include "gtest/gtest.h"
 
 namespace tessera::sim {
@@ -127,6 +129,43 @@ TEST(TraceBench, UnallocatedAtFullArrivalAddsUpBothWays) {
   EXPECT_LT(few->at_full.arrived_pct, 25.0);
   EXPECT_TRUE(few->at_full.failed.empty());
   EXPECT_NEAR(few->at_full.free_gpus(), few->at_full.unallocated, 1e-9);
+}
+
+RunResult FakeRun(const std::string& policy, uint64_t seed, double at100) {
+  RunResult r;
+  r.policy = policy;
+  r.seed = seed;
+  r.alloc_pct[100] = at100;
+  r.alloc_pct[130] = at100 + 1;
+  return r;
+}
+
+TEST(TraceBench, ComparesPoliciesPairedBySeed) {
+  // Seed 4 has no baseline run and is left out; seed 3 ties.
+  const std::vector<RunResult> runs = {
+      FakeRun("fgd", 1, 90),   FakeRun("fgd", 2, 95), FakeRun("fgd", 3, 92), FakeRun("new", 1, 91),
+      FakeRun("new", 2, 94.5), FakeRun("new", 3, 92), FakeRun("new", 4, 99)};
+  absl::StatusOr<PairedDifference> d = ComparePaired(runs, "new", "fgd", 100);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->seeds, 3);
+  EXPECT_NEAR(d->mean, 0.5 / 3, 1e-12);  // (+1 - 0.5 + 0) / 3
+  // Sample standard deviation of {1, -0.5, 0} over sqrt(3).
+  const double m = 0.5 / 3;
+  const double sd = std::sqrt(((1 - m) * (1 - m) + (-0.5 - m) * (-0.5 - m) + m * m) / 2);
+  EXPECT_NEAR(d->std_error, sd / std::sqrt(3.0), 1e-12);
+  EXPECT_EQ(d->ahead, 1);
+  EXPECT_EQ(d->behind, 1);
+  // Against itself: no difference; one seed: no spread to estimate.
+  absl::StatusOr<PairedDifference> self = ComparePaired(runs, "fgd", "fgd", 130);
+  ASSERT_TRUE(self.ok());
+  EXPECT_EQ(self->mean, 0);
+  EXPECT_EQ(self->ahead + self->behind, 0);
+  absl::StatusOr<PairedDifference> one = ComparePaired({runs[0], runs[3]}, "new", "fgd", 100);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->std_error, 0);
+  EXPECT_NEAR(one->mean, 1, 1e-12);
+  EXPECT_FALSE(ComparePaired(runs, "new", "bestfit", 100).ok());  // no common seed
+  EXPECT_FALSE(ComparePaired(runs, "new", "fgd", 131).ok());
 }
 
 }  // namespace

@@ -60,6 +60,29 @@ for i in (0, 1):
     free = [v[i] for k, v in rows.items() if k.startswith(('on nodes', 'whole GPUs', 'partly used'))]
     assert abs(sum(free) - u) < 0.5 and abs(rows['free share'][i] - u) < 0.1, rows
 " "$WORK/explain.txt"
+"$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --policy bestfit,fgd,random \
+  --seeds 42-46 --baseline fgd --json "$WORK/paired.json" >"$WORK/paired.txt" 2>&1
+check "baseline exits 0" test $? -eq 0
+# The paired rows agree with the per-seed JSON (rounded there to 0.01).
+check "baseline rows match the runs" python3 -c "
+import json, re, statistics, sys
+d = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read().split('Paired by seed against fgd')[1]
+rows = {l.split()[0]: l for l in text.splitlines()[2:] if l.strip()}
+assert sorted(rows) == ['bestfit', 'random'], rows
+alloc = {(r['policy'], r['seed']): r['alloc_pct'] for r in d['runs']}
+for p, line in rows.items():
+    cells = re.findall(r'([-+][0-9.]+) \+/- ([0-9.]+) \(([0-9]+) / ([0-9]+)\)', line)
+    assert len(cells) == 2, line
+    for (mean, se, ahead, behind), b in zip(cells, ('100', '130')):
+        diffs = [alloc[(p, s)][b] - alloc[('fgd', s)][b] for s in range(42, 47)]
+        assert abs(float(mean) - statistics.mean(diffs)) < 0.011, (p, b, mean, diffs)
+        assert abs(float(se) - statistics.stdev(diffs) / 5 ** 0.5) < 0.011, (p, b, se, diffs)
+        assert int(ahead) + int(behind) <= 5
+" "$WORK/paired.json" "$WORK/paired.txt"
+"$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --policy bestfit \
+  --baseline fgd 2>"$WORK/e5"
+check "baseline outside the policies refused" grep -q -- '--baseline: "fgd" is not in --policy bestfit' "$WORK/e5"
 "$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --policy magic 2>"$WORK/e1"
 check "unknown policy refused" test $? -eq 1
 check "unknown policy lists known" grep -q 'expected one of: random, dotprod, clustering, packing, bestfit, fgd, tessera' "$WORK/e1"
