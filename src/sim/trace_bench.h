@@ -67,9 +67,9 @@ Unallocated AccountUnallocated(const placement::gpushare::ClusterState& state,
                                double arrived_pct);
 
 // `policy` against `baseline`, paired by seed: for every seed both ran, the difference of their
-// allocation at arrived bucket `bucket` (percentage points). The seed-to-seed spread of one
-// policy is several times the gap between two good ones, so a mean alone says little; pairing
-// takes out what each seed's arrival order does to both.
+// allocation at arrived bucket `bucket` (percentage points). One policy's spread from seed to
+// seed is as large as the gap between two good ones, or larger, so two means say little;
+// pairing takes out what each seed's arrival order does to both.
 struct PairedDifference {
   int seeds = 0;
   double mean = 0;
