@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# bench/autoscale-seeds on a small generated Azure-format trace: the summary's counts and medians
+# agree with the per-seed JSON it leaves, and a failing run fails the script with its command.
+# Usage: autoscale_seeds_test.sh path/to/tessera
+set -u
+TESSERA=${1:?usage: autoscale_seeds_test.sh path/to/tessera}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+SEEDS="$(dirname "${BASH_SOURCE[0]}")/../../bench/autoscale-seeds"
+
+# 20 minutes: a base load with two one-minute bursts.
+python3 - "$WORK/trace.csv" <<'PY'
+import datetime, random, sys
+random.seed(5)
+t0 = datetime.datetime(2023, 11, 16, 18, 0, 0)
+t = 0.0
+with open(sys.argv[1], "w") as f:
+    f.write("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+    while True:
+        t += random.expovariate(4.0 if (300 < t < 360 or 900 < t < 960) else 0.6)
+        if t >= 1200:
+            break
+        stamp = (t0 + datetime.timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M:%S.%f")
+        f.write(f"{stamp}0,{random.randint(200, 4000)},{random.randint(10, 400)}\n")
+PY
+
+python3 "$SEEDS" "$TESSERA" "$WORK/trace.csv" "$WORK/out" --seeds 1-3 --rate-scale 4 \
+  --warmup 5m >"$WORK/summary.txt" 2>&1
+check "exits 0" test $? = 0
+check "four scenarios" test "$(grep -c '^\(dense\|independent\) copies, warm-up' "$WORK/summary.txt")" = 4
+check "twelve sweeps kept" test "$(find "$WORK/out" -name '*.json' | wc -l)" = 12
+# Recompute every row from the JSON: Tessera cheaper than both baselines, medians of the frontiers.
+check "rows match the runs" python3 - "$WORK/summary.txt" "$WORK/out" <<'PY'
+import json, re, statistics, sys
+text, out = open(sys.argv[1]).read(), sys.argv[2]
+def front(runs, pol, lv):
+    c = [r["gpu_hours"] for r in runs if r["policy"] == pol and r["slo_attainment"] >= lv]
+    return min(c) if c else None
+blocks = re.split(r"\n(?=(?:dense|independent) copies, warm-up )", text)[1:]
+assert len(blocks) == 4, text
+for b in blocks:
+    mode, warm = re.match(r"(\w+) copies, warm-up (\S+)", b).groups()
+    runs = [json.load(open(f"{out}/{mode}-{warm}-{s}.json"))["runs"] for s in (1, 2, 3)]
+    rows = re.findall(r"^\s*([0-9.]+)%\s+(\d+) of 3\s+(\S+)\s+(\S+)$", b, re.M)
+    assert [float(r[0]) for r in rows] == [90, 95, 98, 99, 99.5], b
+    for lv, cheaper, ours, theirs in rows:
+        lv = float(lv) / 100
+        t = [front(r, "tessera", lv) for r in runs]
+        base = [min([x for x in (front(r, "keda-queue", lv), front(r, "hpa-cpu", lv)) if x is not None], default=None) for r in runs]
+        want = sum(1 for a, c in zip(t, base) if a is not None and (c is None or a < c - 1e-9))
+        assert int(cheaper) == want, (mode, warm, lv, cheaper, want)
+        for shown, xs in ((ours, t), (theirs, base)):
+            if None in xs:
+                assert shown == "-", (shown, xs)
+            else:
+                assert abs(float(shown) - statistics.median(xs)) < 0.006, (shown, xs)
+PY
+python3 "$SEEDS" "$TESSERA" "$WORK/missing.csv" "$WORK/out2" --seeds 1 >"$WORK/err.txt" 2>&1
+check "a failing run fails" test $? -ne 0
+check "names the command" grep -q "autoscale-seeds: .*sim autoscale --trace $WORK/missing.csv.*exit 1" "$WORK/err.txt"
+echo "autoscale_seeds_test: $passed passed, $failed failed"
+test "$failed" -eq 0
