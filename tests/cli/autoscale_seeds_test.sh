@@ -9,21 +9,7 @@ trap 'rm -rf "$WORK"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SEEDS="$(dirname "${BASH_SOURCE[0]}")/../../bench/autoscale-seeds"
 
-# 20 minutes: a base load with two one-minute bursts.
-python3 - "$WORK/trace.csv" <<'PY'
-import datetime, random, sys
-random.seed(5)
-t0 = datetime.datetime(2023, 11, 16, 18, 0, 0)
-t = 0.0
-with open(sys.argv[1], "w") as f:
-    f.write("TIMESTAMP,ContextTokens,GeneratedTokens\n")
-    while True:
-        t += random.expovariate(4.0 if (300 < t < 360 or 900 < t < 960) else 0.6)
-        if t >= 1200:
-            break
-        stamp = (t0 + datetime.timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M:%S.%f")
-        f.write(f"{stamp}0,{random.randint(200, 4000)},{random.randint(10, 400)}\n")
-PY
+azure_trace "$WORK/trace.csv" 5
 
 python3 "$SEEDS" "$TESSERA" "$WORK/trace.csv" "$WORK/out" --seeds 1-3 --rate-scale 4 \
   --warmup 5m >"$WORK/summary.txt" 2>&1
