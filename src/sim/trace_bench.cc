@@ -191,6 +191,11 @@ absl::StatusOr<RunResult> RunTraceBench(const std::vector<NodeSpec>& nodes,
   std::set<std::pair<int64_t, int64_t>> gpu_pod_asks;  // (CPU, memory) of arrived GPU pods
   std::map<std::pair<int, int64_t>, std::pair<int, double>> failed_by_ask;
   bool accounted = false;
+  auto account = [&] {
+    accounted = true;
+    result.at_full = AccountUnallocated(state, gpu_pod_asks, 100.0 * arrived / capacity);
+    result.at_full.failed = failed_by_ask;
+  };
   for (int i : order) {
     const PodSpec& pod = pods[i];
     arrived += static_cast<double>(pod.gpu_request());
@@ -207,20 +212,13 @@ absl::StatusOr<RunResult> RunTraceBench(const std::vector<NodeSpec>& nodes,
           placement::gpushare::NodeFragmentation(state, state.node(d->node), target);
       frag += node_frag[d->node];
     }
-    if (!accounted && arrived >= capacity) {
-      accounted = true;
-      result.at_full = AccountUnallocated(state, gpu_pod_asks, 100.0 * arrived / capacity);
-      result.at_full.failed = failed_by_ask;
-    }
+    if (!accounted && arrived >= capacity) account();
     samples.push_back({100.0 * arrived / capacity,
                        100.0 * static_cast<double>(state.used_gpu_milli()) / capacity,
                        100.0 * frag / capacity});
   }
   result.pods = static_cast<int>(order.size());
-  if (!accounted) {
-    result.at_full = AccountUnallocated(state, gpu_pod_asks, 100.0 * arrived / capacity);
-    result.at_full.failed = failed_by_ask;
-  }
+  if (!accounted) account();  // fewer arrivals than capacity: after the last one
 
   // Buckets: mean of the samples whose arrived % rounds to the bucket; an empty bucket takes
   // the samples within +-1 of it, or else the state after the last arrival below it.
