@@ -242,6 +242,9 @@ absl::StatusOr<json> ParseJson(absl::string_view body, absl::string_view what) {
   } catch (const json::parse_error& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": invalid JSON at byte ", e.byte, ": ", e.what()));
+  } catch (const json::exception& e) {
+    // Well-formed JSON the parser cannot represent (a number beyond a double: 1E400).
+    return absl::InvalidArgumentError(absl::StrCat(what, ": invalid JSON: ", e.what()));
   }
 }
 

@@ -455,6 +455,8 @@ TEST(Extender, MalformedRequestsGet400WithAMessage) {
            {"filter", no_pod_name.dump(), "pod.metadata.name"},
            {"bind", R"({"podName": "a", "podNamespace": "b", "node": "c"})", "podUID"},
            {"bind", "", "invalid JSON"},
+           // A number JSON can write and a double cannot hold (found by extender_request_fuzz).
+           {"filter", R"({"nodenames": [], "x": 1E400})", "invalid JSON"},
        }) {
     httplib::Result r = ext.Post(c.verb, c.body);
     ASSERT_TRUE(r);
