@@ -76,6 +76,11 @@ TEST(DecodeFleet, RejectsBadInputNamingFileLineField) {
       {"!/ t\n!,", "fleet.yaml:1:1: unsupported YAML"},
       {"! 4 \n?  ", "fleet.yaml:1:1: unsupported YAML: a plain (unquoted) value"},
       {"!t a\n? b", "fleet.yaml:1:1: unsupported YAML"},
+      // The same after multi-byte characters, which libyaml's positions count as one each
+      // (",F" went unseen: fleet_decoder_fuzz, once the decoders were instrumented).
+      {"#o\xd3\x89\xce\x9elp\r\rM\n,F", "fleet.yaml:3:1: unsupported YAML: a plain (unquoted)"},
+      {"# \xc3\xa9\xc3\xa9\r\n!x \xe2\x82\xac t\r\n,M", "fleet.yaml:2:1: unsupported YAML"},
+      {"\xef\xbb\xbf# \xf0\x9f\x99\x82\n!/ t\n,M", "fleet.yaml:2:1: unsupported YAML"},
       {"!,", "fleet.yaml:1:2: malformed YAML/JSON"},  // libyaml refuses these two
       {"!a,b", "fleet.yaml:1:3: malformed YAML/JSON"},
       {"a: \xed\xa0\x80\n", "invalid UTF-8 byte 0xed"},  // a surrogate

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -73,6 +74,35 @@ int Utf8Length(const unsigned char* p, size_t left) {
   return len;
 }
 
+// libyaml's marks count characters (a CR LF as two), not bytes; this turns them into byte
+// offsets by walking the UTF-8 text forward (events come in text order, so one parse walks it
+// once). A byte order mark, which libyaml skips without counting, is stepped over first.
+class ByteOffsets {
+ public:
+  explicit ByteOffsets(absl::string_view text) : text_(text) {
+    if (absl::StartsWith(text, "\xEF\xBB\xBF")) base_ = bytes_ = 3;
+  }
+  size_t Of(size_t chars) {
+    if (chars < chars_) {
+      chars_ = 0;
+      bytes_ = base_;
+    }
+    const auto* p = reinterpret_cast<const unsigned char*>(text_.data());
+    while (chars_ < chars && bytes_ < text_.size()) {
+      // The text passed CheckText, so every character is whole; 1 guards the walk regardless.
+      bytes_ += static_cast<size_t>(std::max(1, Utf8Length(p + bytes_, text_.size() - bytes_)));
+      ++chars_;
+    }
+    return std::min(bytes_, text_.size());
+  }
+
+ private:
+  absl::string_view text_;
+  size_t base_ = 0;
+  size_t chars_ = 0;
+  size_t bytes_ = 0;
+};
+
 // Parses the whole stream with libyaml (a strict, widely fuzzed YAML 1.1 parser) and reports
 // its first error with its position. yaml-cpp 0.7 loops forever on some malformed input
 // (",5 t\n," found by fuzzing), so yaml-cpp only sees text libyaml accepted.
@@ -86,6 +116,7 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
   absl::Status status;
   int flow_depth = 0;
   std::vector<bool> open;
+  ByteOffsets offsets(text);
   for (;;) {
     yaml_event_t event;
     if (!yaml_parser_parse(&parser, &event)) {
@@ -125,8 +156,8 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
     // which libyaml accepts. No Kubernetes or Tessera file needs one: refuse it.
     if (event.type == YAML_SCALAR_EVENT && flow_depth == 0 &&
         event.data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
-      absl::string_view raw =
-          text.substr(event.start_mark.index, event.end_mark.index - event.start_mark.index);
+      const size_t start = offsets.Of(event.start_mark.index);
+      absl::string_view raw = text.substr(start, offsets.Of(event.end_mark.index) - start);
       // Also a tagged or anchored plain value holding a ',' anywhere ("!,", "!a,b",
       // "!/ t\n!,": more of the same loop).
       bool has_property = event.data.scalar.tag != nullptr || event.data.scalar.anchor != nullptr;
