@@ -1,0 +1,120 @@
+// libFuzzer target: `tessera scaler`'s untrusted inputs and its policy. Prometheus answers
+// (ParsePromResponse, under any HTTP status) and scaler configs (DecodeScalerConfig) return a
+// value or a Status for any input, never crash or hang; what they accept keeps its documented
+// promises (a value is a finite number; every decoded service's policy validates). Then the
+// policy itself, on signals decoded from the same bytes, keeps its own: the decision stays
+// within [minReplicas, maxReplicas], and on missing or stale data it neither lowers the count
+// nor goes to zero.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "absl/time/time.h"
+#include "adapters/keda/scaler_config.h"
+#include "adapters/prometheus/prom_client.h"
+#include "autoscale/policy.h"
+
+namespace {
+
+using tessera::autoscale::AutoscalePolicy;
+using tessera::autoscale::AutoscaleState;
+using tessera::autoscale::Decision;
+using tessera::autoscale::Sample;
+using tessera::autoscale::Signals;
+
+// Reads the fuzzer's bytes as a stream of small numbers.
+class Bytes {
+ public:
+  Bytes(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  bool empty() const { return pos_ >= size_; }
+  uint8_t Next() { return pos_ < size_ ? data_[pos_++] : 0; }
+  // A signal sample: absent, stale, from the future, NaN, negative, or fresh with a value.
+  Sample NextSample(absl::Time now) {
+    uint8_t kind = Next();
+    double v = Next() * (1 + Next() % 4);
+    switch (kind % 8) {
+      case 0:
+        return Sample{};
+      case 1:
+        return Sample::At(v, now - absl::Minutes(5));
+      case 2:
+        return Sample::At(v, now + absl::Minutes(1));
+      case 3:
+        return Sample::At(std::nan(""), now);
+      case 4:
+        return Sample::At(-v - 1, now);
+      default:
+        return Sample::At(v, now - absl::Seconds(kind % 30));
+    }
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+bool Fresh(const Sample& s, absl::Time now) {
+  return s.present && std::isfinite(s.value) && s.value >= 0 && now - s.at <= absl::Seconds(60) &&
+         s.at <= now + absl::Seconds(5);
+}
+
+void DrivePolicy(const uint8_t* data, size_t size) {
+  Bytes in(data, size);
+  AutoscalePolicy p;
+  p.min_replicas = in.Next() % 4;
+  p.max_replicas = std::max(1, p.min_replicas) + in.Next() % 40;
+  p.target_queue_per_replica = 1 + in.Next() % 16;
+  p.scale_up_step = 1 + in.Next() % 8;
+  p.scale_down_step = 1 + in.Next() % 8;
+  p.scale_down_window = absl::Seconds(in.Next() % 8 * 30);
+  p.idle_timeout = absl::Seconds(in.Next() % 8 * 30);
+  if (!p.Validate().ok()) __builtin_trap();
+  AutoscaleState state;
+  absl::Time now = absl::FromUnixSeconds(1700000000);
+  for (int step = 0; step < 256 && !in.empty(); ++step) {
+    now += absl::Seconds(1 + in.Next() % 30);
+    Signals s;
+    s.waiting = in.NextSample(now);
+    s.running = in.NextSample(now);
+    s.utilization = in.NextSample(now);
+    s.ready = in.NextSample(now);
+    s.starting = in.NextSample(now);
+    s.throughput = in.NextSample(now);
+    if (s.utilization.present) s.utilization.value /= 255;
+    const int before = state.current;
+    const bool had_state = state.initialised;
+    Decision d = tessera::autoscale::DecideReplicas(p, s, state, now);
+    if (d.replicas < p.min_replicas || d.replicas > p.max_replicas) __builtin_trap();
+    if (d.replicas != state.current) __builtin_trap();
+    const bool data_ok = Fresh(s.waiting, now) && Fresh(s.running, now) && Fresh(s.ready, now);
+    if (d.data_ok != data_ok) __builtin_trap();
+    if (!data_ok) {
+      // Never lower (unless above the maximum), never zero, on data it does not have.
+      if (d.replicas == 0) __builtin_trap();
+      if (had_state && d.replicas < std::min(before, p.max_replicas)) __builtin_trap();
+    }
+    if (d.reason.empty()) __builtin_trap();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace tessera::adapters;
+  std::string text(reinterpret_cast<const char*>(data), size);
+  long status = size > 0 ? (data[0] % 2 == 0 ? 200 : 400 + data[0] % 200) : 200;
+  absl::StatusOr<PromValue> v = ParsePromResponse(status, text);
+  if (v.ok() && !v->empty && !std::isfinite(v->value)) __builtin_trap();
+  absl::StatusOr<ScalerConfig> c = DecodeScalerConfig("fuzz.yaml", text);
+  if (c.ok()) {
+    for (const ServiceConfig& s : c->services) {
+      if (!s.policy.Validate().ok() || s.name.empty()) __builtin_trap();
+      if (c->Find(s.name) == nullptr) __builtin_trap();
+    }
+  }
+  DrivePolicy(data, size);
+  return 0;
+}
