@@ -1,5 +1,6 @@
 #include "cmd/sim_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -231,12 +232,41 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   sim::ServingModel model;
   std::vector<sim::SimRequest> requests;
   double horizon = absl::ToDoubleSeconds(duration);
+  // The replay holds every request in memory (about 130 bytes each, measured: docs/
+  // autoscaling.md), so a trace and scale beyond 100 million requests (about 13 GB) are refused
+  // before synthesis rather than killed minutes into it. `peak` says where most come from.
+  constexpr double kMaxRequests = 1e8;
+  auto too_many = [&](double expected, const std::string& peak) -> std::optional<int> {
+    if (expected <= kMaxRequests) return std::nullopt;
+    return Fail(absl::StrFormat(
+        "--trace %s: the replay would hold about %.3g requests (%s x --rate-scale %g), more "
+        "than the simulator's %.0f; replay less of it (--duration) or at a lower --rate-scale",
+        f.trace, expected, peak, f.rate_scale, kMaxRequests));
+  };
+  // Expected arrivals of rate windows, and the window with the most.
+  auto windows_expected = [&](const std::vector<sim::RateWindow>& w, auto describe) {
+    double total = 0, most = -1;
+    std::string peak;
+    for (size_t i = 0; i < w.size(); ++i) {
+      double n = w[i].rate * std::min(w[i].length_s, horizon - w[i].start_s) * f.rate_scale;
+      total += n;
+      if (n > most) {
+        most = n;
+        peak = describe(i);
+      }
+    }
+    return std::pair{total, peak};
+  };
   if (f.format == "azure") {
     auto rows = adapters::ParseAzureLlmTrace(f.trace, *text);
     if (!rows.ok()) return Fail(std::string(rows.status().message()));
     std::vector<sim::TokenRow> tr;
     for (const adapters::LlmRequestRow& r : *rows) {
       if (r.arrival_s < horizon) tr.push_back({r.arrival_s, r.context_tokens, r.generated_tokens});
+    }
+    if (auto failed = too_many(static_cast<double>(tr.size()) * f.rate_scale,
+                               absl::StrCat(tr.size(), " rows"))) {
+      return *failed;
     }
     requests =
         sim::ScaleRequests(tr, model, f.rate_scale, f.seed,
@@ -251,6 +281,11 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       double len = i + 1 < windows->size() ? (*windows)[i + 1].start_s - g.start_s : 600;
       w.push_back({g.start_s, len, g.rate, g.distribution, g.p1, g.p2});
     }
+    auto [expected, peak] = windows_expected(w, [&](size_t i) {
+      return absl::StrFormat("most from line %d: %g requests/s for %gs", i + 1, w[i].rate,
+                             w[i].length_s);
+    });
+    if (auto failed = too_many(expected, peak)) return *failed;
     requests = sim::SynthesizeRequests(w, model, f.rate_scale, f.context_tokens, f.generated_tokens,
                                        f.seed);
   } else if (f.format == "prom-range") {
@@ -262,6 +297,11 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       if (st.start_s >= horizon) break;
       w.push_back({st.start_s, st.length_s, st.rate, "Gamma", 1.0, 1.0});
     }
+    auto [expected, peak] = windows_expected(w, [&](size_t i) {
+      return absl::StrFormat("most from data.result[0].values[%d]: %g requests/s for %gs", i,
+                             w[i].rate, w[i].length_s);
+    });
+    if (auto failed = too_many(expected, peak)) return *failed;
     requests = sim::SynthesizeRequests(w, model, f.rate_scale, f.context_tokens, f.generated_tokens,
                                        f.seed);
   } else {

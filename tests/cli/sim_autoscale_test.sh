@@ -131,6 +131,15 @@ printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:00:00.0000000,12,
 check "a malformed row: exit 1" test $? = 1
 check "naming file, line and field" grep -q 'bad.csv:2:.*GeneratedTokens: expected a whole number' "$WORK/err"
 check "and writing no JSON" test ! -e "$WORK/bad.json"
+# A rate no memory holds (a counter read as a rate, a unit slip): refused at once, located.
+printf '0,0.5,1,Gamma,1,2\n600,1000000000,1,Gamma,1,0.000000001\n1200,0,0,,0,0\n' >"$WORK/flood.csv"
+timeout 20 "$TESSERA" sim autoscale --trace "$WORK/flood.csv" --format servegen --json "$WORK/flood.json" \
+  2>"$WORK/err" >/dev/null
+check "a trace too large to replay: exit 1 at once" test $? = 1
+check "naming its size and busiest line" grep -q 'flood.csv: the replay would hold about 6e+11 requests (most from line 2: 1e+09 requests/s for 600s x --rate-scale 1)' "$WORK/err"
+check "and writing no JSON" test ! -e "$WORK/flood.json"
+"$TESSERA" sim autoscale --trace "$WORK/flood.csv" --format servegen --duration 10m --policy fixed >/dev/null
+check "--duration short of the flood replays the rest" test $? = 0
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --warmup 2h 2>"$WORK/err" >/dev/null
 check "a warm-up past the trace's end is refused" grep -q 'leaves no request to measure' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy tessera,magic 2>"$WORK/err" >/dev/null
