@@ -1,7 +1,10 @@
 // libFuzzer target: the node agent's untrusted inputs never crash: HTTP requests on its socket
 // (ParseHttpRequest), S3 listings from an origin (ParseListObjectsV2, S3ErrorSummary), and the
-// answers of credential endpoints (STS, the container credentials endpoint) and credentials
-// files.
+// answers of credential endpoints (STS, the container credentials endpoint), credentials
+// files, names from listings, and fetched safetensors files (VerifySafetensors).
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -9,6 +12,7 @@
 #include "adapters/http/server.h"
 #include "adapters/objstore/s3_list.h"
 #include "adapters/objstore/sigv4.h"
+#include "adapters/objstore/verify.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
@@ -20,5 +24,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)tessera::adapters::objstore::ParseAssumeRoleWithWebIdentity(text);
   (void)tessera::adapters::objstore::ParseContainerCredentials(text);
   (void)tessera::adapters::objstore::ParseSharedCredentials(text, "credentials", "default");
+  (void)tessera::adapters::objstore::ValidateRelativeName(text);
+  // A fetched weights file, checked from disk: the input as the whole file (an in-memory one).
+  static const int fd = memfd_create("safetensors", 0);
+  if (fd >= 0 && ftruncate(fd, 0) == 0 && pwrite(fd, data, size, 0) == static_cast<ssize_t>(size)) {
+    (void)tessera::adapters::objstore::VerifySafetensors("/proc/self/fd/" + std::to_string(fd));
+  }
   return 0;
 }

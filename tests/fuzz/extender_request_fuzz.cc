@@ -1,6 +1,7 @@
 // libFuzzer target: the scheduler extender's decoders of untrusted HTTP bodies (ExtenderArgs,
-// ExtenderBindingArgs, the gpu-assignment annotation) and the cluster decisions on what they
-// decode must return a value or a Status for any input, never crash, hang or leak.
+// ExtenderBindingArgs, the gpu-assignment annotation, the API server's pod and node lists) and the
+// cluster decisions on what they decode must return a value or a Status for any input, never crash,
+// hang or leak.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,6 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;
   (void)adapters::DecodeBindingArgs(text);
   (void)adapters::DecodeAssignment(text);
+  // What the API server answers when the extender rebuilds its state (pods, nodes).
+  (void)adapters::DecodePodList(text);
+  (void)adapters::DecodeNodeListJson(text);
   absl::StatusOr<adapters::ExtenderArgs> args = adapters::DecodeExtenderArgs(text);
   if (args.ok()) {
     placement::gpushare::OnlineCluster c(placement::gpushare::MakeTesseraPolicy());

@@ -298,6 +298,14 @@ TEST(Verify, SafetensorsStructure) {
   EXPECT_TRUE(
       with_header({{"a", {{"dtype", "BF16"}, {"shape", {0, 5}}, {"data_offsets", {0, 0}}}}}, 0)
           .ok());
+  // 2^62 elements fit in 64 bits; at 8 bytes each they do not: refused as such, not wrapped.
+  EXPECT_THAT(with_header({{"a",
+                            {{"dtype", "F64"},
+                             {"shape", {uint64_t{1} << 31, uint64_t{1} << 31}},
+                             {"data_offsets", {0, 0}}}}},
+                          0)
+                  .message(),
+              HasSubstr("shape overflows at its dtype's size"));
   fs::remove_all(dir);
 }
 

@@ -128,7 +128,8 @@ absl::Status VerifySafetensors(const std::string& path) {
       return bad(at + absl::StrCat("data_offsets [", b, ", ", e, ") outside the ", buffer,
                                    "-byte buffer"));
     }
-    if (numel > UINT64_MAX / esize || e - b != numel * esize) {
+    if (numel > UINT64_MAX / esize) return bad(at + "shape overflows at its dtype's size");
+    if (e - b != numel * esize) {
       return bad(at +
                  absl::StrCat("holds ", e - b, " bytes; its shape and dtype need ", numel * esize));
     }
