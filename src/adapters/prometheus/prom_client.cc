@@ -15,14 +15,28 @@ namespace {
 
 using nlohmann::json;
 
+// The string at `key` of an object; "" when it is missing or not a string (json::value() would
+// throw on a field of another type, and a body is whatever the other end sent).
+std::string StringField(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // [<unix seconds>, "<value>"]
 absl::StatusOr<PromValue> Sample(const json& pair) {
   if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number() || !pair[1].is_string()) {
     return absl::InternalError(
         absl::StrCat("Prometheus: expected a sample [time, \"value\"], found ", pair.dump()));
   }
+  const double t = pair[0].get<double>();
+  // Within +-10^11 s of 1970 (years -1200 to 5100): beyond that no clock is, and the
+  // conversion to microseconds would overflow.
+  if (!(std::abs(t) <= 1e11)) {
+    return absl::InternalError(
+        absl::StrCat("Prometheus: sample time ", pair[0].dump(), " is not a Unix time in seconds"));
+  }
   PromValue v;
-  v.sampled = absl::FromUnixMicros(static_cast<int64_t>(pair[0].get<double>() * 1e6));
+  v.sampled = absl::FromUnixMicros(static_cast<int64_t>(t * 1e6));
   std::string text = pair[1].get<std::string>();
   if (!absl::SimpleAtod(text, &v.value)) {
     return absl::InternalError(absl::StrCat("Prometheus: sample value \"", text, "\""));
@@ -51,10 +65,11 @@ absl::StatusOr<std::string> Secret(const std::string& what, const std::string& f
 
 absl::StatusOr<PromValue> ParsePromResponse(long http_status, const std::string& body) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_object() && j.value("status", "") == "error") {
-    std::string type = j.value("errorType", "unknown");
+  if (j.is_object() && StringField(j, "status") == "error") {
+    std::string type = StringField(j, "errorType");
+    if (type.empty()) type = "unknown";
     std::string text = absl::StrCat("Prometheus error (", type, ", HTTP ", http_status,
-                                    "): ", j.value("error", ""));
+                                    "): ", StringField(j, "error"));
     if (type == "bad_data") return absl::InvalidArgumentError(text);
     return absl::UnavailableError(text);
   }
@@ -62,13 +77,13 @@ absl::StatusOr<PromValue> ParsePromResponse(long http_status, const std::string&
     return absl::UnavailableError(
         absl::StrCat("Prometheus: HTTP ", http_status, ": ", body.substr(0, 200)));
   }
-  if (!j.is_object() || j.value("status", "") != "success" || !j.contains("data") ||
+  if (!j.is_object() || StringField(j, "status") != "success" || !j.contains("data") ||
       !j["data"].is_object()) {
     return absl::InternalError(
         absl::StrCat("Prometheus: not a query response: ", body.substr(0, 200)));
   }
   const json& data = j["data"];
-  std::string type = data.value("resultType", "");
+  std::string type = StringField(data, "resultType");
   const json& result = data.contains("result") ? data["result"] : json();
   if (type == "scalar") {
     return Sample(result);

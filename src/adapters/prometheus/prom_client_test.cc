@@ -144,6 +144,19 @@ TEST(PromClient, ParsesOddBodies) {
           .status()
           .code(),
       absl::StatusCode::kUnavailable);
+  // Fields of the wrong JSON type (a proxy or a look-alike answering) are errors, not a crash
+  // (nlohmann's value() throws on them; found by scaler_inputs_fuzz).
+  auto code = [](long http, const char* body) { return ParsePromResponse(http, body).status(); };
+  EXPECT_EQ(code(200, R"({"status":5})").code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(code(503, R"({"status":"error","errorType":7,"error":[1]})").code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(code(200, R"({"status":"success","data":{"resultType":{"a":1},"result":[]}})").code(),
+            absl::StatusCode::kInvalidArgument);
+  // A sample time no clock reaches.
+  absl::Status far =
+      code(200, R"({"status":"success","data":{"resultType":"scalar","result":[1e300,"1"]}})");
+  EXPECT_EQ(far.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(far.message(), HasSubstr("sample time"));
 }
 
 // A Prometheus behind authentication: what each query carried, answered with 17.
