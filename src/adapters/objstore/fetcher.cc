@@ -324,7 +324,8 @@ absl::StatusOr<std::vector<FileSpec>> ResolveS3(const std::string& source, const
     std::map<std::string, std::pair<int64_t, std::string>> sums;
     for (const nlohmann::json& f : j["files"]) {
       if (f.is_object() && f.contains("name") && f["name"].is_string() && f.contains("size") &&
-          f["size"].is_number_unsigned() && f.contains("sha256") && f["sha256"].is_string() &&
+          f["size"].is_number_unsigned() && f["size"].get<uint64_t>() <= INT64_MAX &&
+          f.contains("sha256") && f["sha256"].is_string() &&
           f["sha256"].get<std::string>().size() == 64) {
         sums[f["name"].get<std::string>()] = {
             f["size"].get<int64_t>(), absl::AsciiStrToLower(f["sha256"].get<std::string>())};
@@ -401,7 +402,7 @@ absl::StatusOr<std::vector<FileSpec>> ResolveSource(const std::string& source,
       const nlohmann::json& f = j["files"][i];
       std::string at = absl::StrCat(source, ": files[", i, "]");
       if (!f.is_object() || !f.contains("name") || !f["name"].is_string() || !f.contains("size") ||
-          !f["size"].is_number_unsigned()) {
+          !f["size"].is_number_unsigned() || f["size"].get<uint64_t>() > INT64_MAX) {
         return absl::InvalidArgumentError(at + ": expected name (string) and size (bytes)");
       }
       FileSpec s;

@@ -246,6 +246,11 @@ TEST(Fetcher, UntrustedNamesAndMissingFiles) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(r.status().message(), HasSubstr("unsafe file name")) << bad;
   }
+  // A size beyond what a file can have (it would read as negative bytes) is refused.
+  origin.files["m/tessera-manifest.json"] =
+      R"({"files": [{"name": "a.bin", "size": 18446744073709551615}]})";
+  auto huge = ResolveSource(origin.url("m/tessera-manifest.json"), Small());
+  EXPECT_THAT(huge.status().message(), HasSubstr("files[0]: expected name (string) and size"));
   origin.files["i/model.safetensors.index.json"] =
       R"({"weight_map": {"a": "../../x.safetensors"}})";
   EXPECT_FALSE(ResolveSource(origin.url("i/model.safetensors.index.json"), Small()).ok());
