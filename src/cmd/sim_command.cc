@@ -248,7 +248,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     double total = 0, most = -1;
     std::string peak;
     for (size_t i = 0; i < w.size(); ++i) {
-      double n = w[i].rate * std::min(w[i].length_s, horizon - w[i].start_s) * f.rate_scale;
+      double n = w[i].rate * w[i].length_s * f.rate_scale;
       total += n;
       if (n > most) {
         most = n;
@@ -279,7 +279,9 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       const adapters::ServeGenWindow& g = (*windows)[i];
       if (g.start_s >= horizon) break;
       double len = i + 1 < windows->size() ? (*windows)[i + 1].start_s - g.start_s : 600;
-      w.push_back({g.start_s, len, g.rate, g.distribution, g.p1, g.p2});
+      // --duration ends the replay inside a window too, not after it.
+      w.push_back(
+          {g.start_s, std::min(len, horizon - g.start_s), g.rate, g.distribution, g.p1, g.p2});
     }
     auto [expected, peak] = windows_expected(w, [&](size_t i) {
       return absl::StrFormat("most from line %d: %g requests/s for %gs", i + 1, w[i].rate,
@@ -295,7 +297,8 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     std::vector<sim::RateWindow> w;
     for (const adapters::RateStep& st : *steps) {
       if (st.start_s >= horizon) break;
-      w.push_back({st.start_s, st.length_s, st.rate, "Gamma", 1.0, 1.0});
+      w.push_back(
+          {st.start_s, std::min(st.length_s, horizon - st.start_s), st.rate, "Gamma", 1.0, 1.0});
     }
     auto [expected, peak] = windows_expected(w, [&](size_t i) {
       return absl::StrFormat("most from data.result[0].values[%d]: %g requests/s for %gs", i,

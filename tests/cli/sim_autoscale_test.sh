@@ -140,6 +140,16 @@ check "naming its size and busiest line" grep -q 'flood.csv: the replay would ho
 check "and writing no JSON" test ! -e "$WORK/flood.json"
 "$TESSERA" sim autoscale --trace "$WORK/flood.csv" --format servegen --duration 10m --policy fixed >/dev/null
 check "--duration short of the flood replays the rest" test $? = 0
+# --duration ends the replay inside a window: 15 of 20 minutes at 2 requests/s.
+printf '0,2,1,Gamma,1,0.5\n600,2,1,Gamma,1,0.5\n1200,0,0,,0,0\n' >"$WORK/steady.csv"
+for d in 15m 20m; do
+  "$TESSERA" sim autoscale --trace "$WORK/steady.csv" --format servegen --duration $d --policy fixed \
+    --json "$WORK/steady-$d.json" >/dev/null
+done
+check "--duration cuts a window" python3 -c "
+import json, sys
+n = {d: json.load(open('$WORK/steady-%s.json' % d))['runs'][0]['requests'] for d in ('15m', '20m')}
+sys.exit(not (1650 <= n['15m'] <= 1950 and 2200 <= n['20m'] <= 2600))"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --warmup 2h 2>"$WORK/err" >/dev/null
 check "a warm-up past the trace's end is refused" grep -q 'leaves no request to measure' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy tessera,magic 2>"$WORK/err" >/dev/null
