@@ -52,6 +52,23 @@ TEST(DecodeFleet, AcceptsTheDocumentedShape) {
   EXPECT_FALSE(l.mig_allowed);
 }
 
+TEST(DecodeFleet, AnchorsAndAliasesStillWork) {
+  // The checks that keep yaml-cpp out of its loops refuse "&name:" and leave these alone.
+  absl::StatusOr<model::Fleet> fleet = DecodeFleet("fleet.yaml", R"(apiVersion: tessera.io/v1alpha1
+kind: Fleet
+pools:
+  - &first {name: a, gpuModel: &m T4, gpusPerNode: &n 4, nodes: 1}
+  - name: b
+    gpuModel: *m
+    gpusPerNode: *n
+    nodes: 2
+)");
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  ASSERT_EQ(fleet->pools.size(), 2u);
+  EXPECT_EQ(fleet->pools[1].gpu->name, "T4");
+  EXPECT_EQ(fleet->pools[1].gpus_per_node, 4);
+}
+
 struct BadCase {
   std::string text;
   std::string expect;  // substring of the error
@@ -81,6 +98,9 @@ TEST(DecodeFleet, RejectsBadInputNamingFileLineField) {
       {"#o\xd3\x89\xce\x9elp\r\rM\n,F", "fleet.yaml:3:1: unsupported YAML: a plain (unquoted)"},
       {"# \xc3\xa9\xc3\xa9\r\n!x \xe2\x82\xac t\r\n,M", "fleet.yaml:2:1: unsupported YAML"},
       {"\xef\xbb\xbf# \xf0\x9f\x99\x82\n!/ t\n,M", "fleet.yaml:2:1: unsupported YAML"},
+      // An anchor name that runs into ':' (libyaml ends the name there, yaml-cpp does not).
+      {"&k: W\n? a", "fleet.yaml:1:1: unsupported YAML: anchor or alias &k followed by ':'"},
+      {"\xef\xbb\xbf# c\n&a:b: W\n? a", "fleet.yaml:2:1: unsupported YAML: anchor or alias &a"},
       {"!,", "fleet.yaml:1:2: malformed YAML/JSON"},  // libyaml refuses these two
       {"!a,b", "fleet.yaml:1:3: malformed YAML/JSON"},
       {"a: \xed\xa0\x80\n", "invalid UTF-8 byte 0xed"},  // a surrogate

@@ -139,6 +139,30 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
       yaml_event_delete(&event);
       break;
     }
+    // An anchor or alias name that runs into the next character ("&k: v"): libyaml ends the name
+    // there (its names are letters, digits, '-' and '_'), yaml-cpp 0.7 reads on, and with a
+    // "? key" after it never finishes ("&k: W\n? a", found by fuzzing).
+    const yaml_char_t* anchor =
+        event.type == YAML_SCALAR_EVENT           ? event.data.scalar.anchor
+        : event.type == YAML_SEQUENCE_START_EVENT ? event.data.sequence_start.anchor
+        : event.type == YAML_MAPPING_START_EVENT  ? event.data.mapping_start.anchor
+        : event.type == YAML_ALIAS_EVENT          ? event.data.alias.anchor
+                                                  : nullptr;
+    if (anchor != nullptr) {
+      const std::string name = absl::StrCat(event.type == YAML_ALIAS_EVENT ? "*" : "&",
+                                            reinterpret_cast<const char*>(anchor));
+      const size_t at = text.find(name, offsets.Of(event.start_mark.index));
+      const size_t next = at == absl::string_view::npos ? at : at + name.size();
+      if (next < text.size() && !absl::ascii_isspace(static_cast<unsigned char>(text[next])) &&
+          !(flow_depth > 0 && (text[next] == ',' || text[next] == ']' || text[next] == '}'))) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat(file, ":", event.start_mark.line + 1, ":", event.start_mark.column + 1,
+                         ": unsupported YAML: anchor or alias ", name, " followed by '",
+                         text.substr(next, 1), "'; put a space after the name"));
+        yaml_event_delete(&event);
+        break;
+      }
+    }
     // Collections open and close in order: a stack of "is flow" answers them.
     if (event.type == YAML_SEQUENCE_START_EVENT || event.type == YAML_MAPPING_START_EVENT) {
       bool flow = event.type == YAML_SEQUENCE_START_EVENT
