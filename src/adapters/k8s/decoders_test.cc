@@ -101,6 +101,7 @@ TEST(DecodeFleet, RejectsBadInputNamingFileLineField) {
       // An anchor name that runs into ':' (libyaml ends the name there, yaml-cpp does not).
       {"&k: W\n? a", "fleet.yaml:1:1: unsupported YAML: anchor or alias &k followed by ':'"},
       {"\xef\xbb\xbf# c\n&a:b: W\n? a", "fleet.yaml:2:1: unsupported YAML: anchor or alias &a"},
+      {"a: &x 1\nb: *x?", "fleet.yaml:2:4: unsupported YAML: anchor or alias *x followed by '?'"},
       {"!,", "fleet.yaml:1:2: malformed YAML/JSON"},  // libyaml refuses these two
       {"!a,b", "fleet.yaml:1:3: malformed YAML/JSON"},
       {"a: \xed\xa0\x80\n", "invalid UTF-8 byte 0xed"},  // a surrogate

@@ -155,6 +155,7 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
       const size_t next = at == absl::string_view::npos ? at : at + name.size();
       if (next < text.size() && !absl::ascii_isspace(static_cast<unsigned char>(text[next])) &&
           !(flow_depth > 0 && (text[next] == ',' || text[next] == ']' || text[next] == '}'))) {
+        // (libyaml lets only ASCII end a name: one byte is the whole character.)
         status = absl::InvalidArgumentError(
             absl::StrCat(file, ":", event.start_mark.line + 1, ":", event.start_mark.column + 1,
                          ": unsupported YAML: anchor or alias ", name, " followed by '",
