@@ -101,6 +101,8 @@ TEST(DecodeFleet, RejectsBadInputNamingFileLineField) {
       // An anchor name that runs into ':' (libyaml ends the name there, yaml-cpp does not).
       {"&k: W\n? a", "fleet.yaml:1:1: unsupported YAML: anchor or alias &k followed by ':'"},
       {"\xef\xbb\xbf# c\n&a:b: W\n? a", "fleet.yaml:2:1: unsupported YAML: anchor or alias &a"},
+      // A lone CR is a line break to libyaml, not to yaml-cpp: both now see LF.
+      {"#o\rM\n\".(.\",(F", "fleet.yaml:2:1: document: expected a map"},
       {"a: &x 1\nb: *x?", "fleet.yaml:2:4: unsupported YAML: anchor or alias *x followed by '?'"},
       {"!,", "fleet.yaml:1:2: malformed YAML/JSON"},  // libyaml refuses these two
       {"!a,b", "fleet.yaml:1:3: malformed YAML/JSON"},

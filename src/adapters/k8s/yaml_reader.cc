@@ -243,7 +243,18 @@ absl::Status CheckText(absl::string_view file, absl::string_view text) {
 }  // namespace
 
 absl::StatusOr<std::vector<YAML::Node>> ParseYamlDocuments(absl::string_view file,
-                                                           absl::string_view text) {
+                                                           absl::string_view original) {
+  // A CR not followed by LF is a line break in YAML, and libyaml reads it as one; yaml-cpp 0.7
+  // does not (it reads on, and "#o\rM\n\".\",(F" never finishes: found by fuzzing). Both
+  // parsers get it as LF, which keeps every byte offset, line and column.
+  std::string normalized;
+  absl::string_view text = original;
+  for (size_t i = text.find('\r'); i != absl::string_view::npos; i = text.find('\r', i + 1)) {
+    if (i + 1 < text.size() && text[i + 1] == '\n') continue;
+    if (normalized.empty()) normalized = std::string(original);
+    normalized[i] = '\n';
+  }
+  if (!normalized.empty()) text = normalized;
   // YAML text is UTF-8 without control characters other than tab, LF and CR. yaml-cpp 0.7
   // loops forever on some inputs that break these rules (a NUL byte, invalid UTF-8; both found
   // by fuzzing), so such input is refused before it sees it.
