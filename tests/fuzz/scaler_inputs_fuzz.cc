@@ -56,8 +56,9 @@ class Bytes {
   size_t pos_ = 0;
 };
 
-bool Fresh(const Sample& s, absl::Time now) {
-  return s.present && std::isfinite(s.value) && s.value >= 0 && now - s.at <= absl::Seconds(60) &&
+// The documented meaning of fresh (docs/autoscaling.md), restated here as the oracle.
+bool Fresh(const Sample& s, const AutoscalePolicy& p, absl::Time now) {
+  return s.present && std::isfinite(s.value) && s.value >= 0 && now - s.at <= p.stale_after &&
          s.at <= now + absl::Seconds(5);
 }
 
@@ -89,7 +90,8 @@ void DrivePolicy(const uint8_t* data, size_t size) {
     Decision d = tessera::autoscale::DecideReplicas(p, s, state, now);
     if (d.replicas < p.min_replicas || d.replicas > p.max_replicas) __builtin_trap();
     if (d.replicas != state.current) __builtin_trap();
-    const bool data_ok = Fresh(s.waiting, now) && Fresh(s.running, now) && Fresh(s.ready, now);
+    const bool data_ok =
+        Fresh(s.waiting, p, now) && Fresh(s.running, p, now) && Fresh(s.ready, p, now);
     if (d.data_ok != data_ok) __builtin_trap();
     if (!data_ok) {
       // Never lower (unless above the maximum), never zero, on data it does not have.
