@@ -1,12 +1,13 @@
 // libFuzzer target: the scheduler extender's decoders of untrusted HTTP bodies (ExtenderArgs,
-// ExtenderBindingArgs, the gpu-assignment annotation, the API server's pod and node lists) and the
-// cluster decisions on what they decode must return a value or a Status for any input, never crash,
-// hang or leak.
+// ExtenderBindingArgs, the gpu-assignment annotation, the API server's pod and node lists, the
+// kubeconfig it is given) and the cluster decisions on what they decode must return a value or a
+// Status for any input, never crash, hang or leak.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "adapters/k8s/extender_protocol.h"
+#include "adapters/k8s/kube_client.h"
 #include "placement/gpushare/online_cluster.h"
 #include "placement/gpushare/tessera_policy.h"
 
@@ -18,6 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // What the API server answers when the extender rebuilds its state (pods, nodes).
   (void)adapters::DecodePodList(text);
   (void)adapters::DecodeNodeListJson(text);
+  (void)adapters::DecodeKubeconfig("kubeconfig", text);
   absl::StatusOr<adapters::ExtenderArgs> args = adapters::DecodeExtenderArgs(text);
   if (args.ok()) {
     placement::gpushare::OnlineCluster c(placement::gpushare::MakeTesseraPolicy());

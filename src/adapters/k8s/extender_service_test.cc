@@ -390,6 +390,87 @@ users:
   EXPECT_THAT(LoadKubeconfig(dir + "/nocontext").status().message(), HasSubstr("missing"));
 }
 
+TEST(ExtenderProtocol, KubeconfigErrorsNameFileLineAndField) {
+  const std::string ok_head =
+      "current-context: a\nclusters: [{name: c, cluster: {server: 'https://x'}}]\n";
+  struct Case {
+    std::string text, want;
+  } cases[] = {
+      // A list entry that is not a map threw out of yaml-cpp ("operator[] call on a scalar").
+      {"current-context: a\ncontexts: [foo]\n",
+       "kc:2:12: contexts[0]: expected a map, found a scalar"},
+      {"current-context: a\ncontexts: {a: b}\n", "kc:2:11: contexts: expected a list, found a map"},
+      {"current-context: a\ncontexts: [{name: a, context: x}]\n",
+       "contexts[0].context: expected a map, found a scalar"},
+      {"current-context: a\ncontexts: [{name: [a], context: {}}]\n",
+       "contexts[0].name: expected a string, found a list"},
+      {"current-context: prod\ncontexts:\n- {name: dev, context: {cluster: c}}\n",
+       "kc:3:1: contexts: no entry named \"prod\" (current-context); found \"dev\""},
+      {"contexts: []\n", "kc:1:1: current-context: required field is missing"},
+      {"- a\n", "kc:1:1: document: expected a map, found a list"},
+      {"", "kc: empty; expected a kubeconfig"},
+      {ok_head + "contexts: [{name: a, context: {cluster: d}}]\n",
+       "clusters: no entry named \"d\" (the cluster of context \"a\"); found \"c\""},
+      {"current-context: a\nclusters: [{name: c, cluster: {server: [x]}}]\n"
+       "contexts: [{name: a, context: {cluster: c}}]\n",
+       "kc:2:40: clusters[0].cluster.server: expected a string, found a list"},
+      {"current-context: a\nclusters: [{name: c, cluster: {server: 'x:6443'}}]\n"
+       "contexts: [{name: a, context: {cluster: c}}]\n",
+       "server: expected an https:// (or http://) URL, found \"x:6443\""},
+      {"current-context: a\nclusters: [{name: c, cluster: {server: 'https://x', "
+       "insecure-skip-tls-verify: maybe}}]\ncontexts: [{name: a, context: {cluster: c}}]\n",
+       "insecure-skip-tls-verify: expected true or false, found \"maybe\""},
+      {"current-context: a\nclusters: [{name: c, cluster: {server: 'https://x', "
+       "certificate-authority-data: '%%%'}}]\ncontexts: [{name: a, context: {cluster: c}}]\n",
+       "certificate-authority-data: invalid base64"},
+      {"current-context: a\nclusters: [{name: c, cluster: {server: 'https://x', proxy-url: "
+       "'http://p:3128'}}]\ncontexts: [{name: a, context: {cluster: c}}]\n",
+       "clusters[0].cluster.proxy-url: Tessera does not support this cluster field"},
+      {ok_head + "contexts: [{name: a, context: {cluster: c, user: u}}]\nusers: []\n",
+       "users: no entry named \"u\" (the user of context \"a\"); found none"},
+      {ok_head + "contexts: [{name: a, context: {cluster: c, user: u}}]\n",
+       "users: no entry named \"u\""},
+      {ok_head + "contexts: [{name: a, context: {cluster: c, user: u}}]\n"
+                 "users: [{name: u, user: {username: admin, password: x}}]\n",
+       "users[0].user.username: basic authentication"},
+      {ok_head + "contexts: [{name: a, context: {cluster: c, user: u}}]\n"
+                 "users: [{name: u, user: {token: t, as: admin}}]\n",
+       "users[0].user.as: impersonation"},
+      {ok_head + "contexts: [{name: a, context: {cluster: c, user: u}}]\n"
+                 "users: [{name: u, user: {client-certificate: u.crt}}]\n",
+       "users[0].user: a client certificate without its client-key[-data]"},
+      {ok_head + "contexts: [{name: a, context: {cluster: c}}, {name: a, context: {}}]\n",
+       "kc:3:53: contexts[1].name: a second entry named \"a\""},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<KubeConfig> k = DecodeKubeconfig("kc", c.text);
+    ASSERT_FALSE(k.ok()) << c.text;
+    EXPECT_THAT(k.status().message(), HasSubstr(c.want)) << c.text;
+  }
+  // kubectl's precedence: token over tokenFile, *-data over the file beside it; YAML booleans.
+  absl::StatusOr<KubeConfig> k = DecodeKubeconfig(
+      "/etc/tessera/kc",
+      "current-context: a\nclusters: [{name: c, cluster: {server: 'https://x/', "
+      "certificate-authority: ca.crt, certificate-authority-data: QUJD, "
+      "insecure-skip-tls-verify: yes}}]\ncontexts: [{name: a, context: {cluster: c, user: u}}]\n"
+      "users: [{name: u, user: {token: t, tokenFile: tok, client-certificate: u.crt, "
+      "client-key: u.key}}]\n");
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->server, "https://x");
+  EXPECT_EQ(k->ca_data, "ABC");
+  EXPECT_EQ(k->ca_file, "");
+  EXPECT_TRUE(k->insecure_skip_tls_verify);
+  EXPECT_EQ(k->token, "t");
+  EXPECT_EQ(k->token_file, "");
+  EXPECT_EQ(k->client_cert_file, "/etc/tessera/u.crt");
+  EXPECT_EQ(k->client_key_file, "/etc/tessera/u.key");
+  // No user: anonymous, as kubectl would connect.
+  k = DecodeKubeconfig("kc", ok_head + "contexts: [{name: a, context: {cluster: c}}]\n");
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->token, "");
+  EXPECT_EQ(k->token_file, "");
+}
+
 TEST(Extender, FilterAndPrioritizeInBothNodeCacheModes) {
   FakeApi api;
   Served ext(api.WriteKubeconfig(TempDir()));

@@ -3,9 +3,13 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "adapters/io/files.h"
 #include "adapters/k8s/yaml_reader.h"
 #include "adapters/net/http_client.h"
@@ -16,36 +20,71 @@
 namespace tessera::adapters {
 namespace {
 
-// A named entry ({name: X, <kind>: {...}}) of a kubeconfig list.
-YAML::Node Named(const YAML::Node& list, const std::string& name, const std::string& kind) {
-  if (list.IsSequence()) {
-    for (const YAML::Node& item : list) {
-      if (item["name"] && item["name"].as<std::string>("") == name) {
-        return item[kind];
-      }
+// The `kind` map of the entry named `name` in the kubeconfig list `key` (contexts, clusters,
+// users), e.g. clusters: [{name: prod, cluster: {...}}]. Two entries of one name are an error,
+// as kubectl has them.
+absl::StatusOr<Field> Named(const Field& root, const char* key, const std::string& name,
+                            const char* kind, absl::string_view wanted_by) {
+  Field list = root.Get(key);
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Field> items, list.Items());
+  std::vector<std::string> names;
+  std::optional<Field> found;
+  for (const Field& item : items) {
+    TESSERA_RETURN_IF_ERROR(item.RequireMap());
+    Field name_field = item.Get("name");
+    TESSERA_ASSIGN_OR_RETURN(std::string n, name_field.String());
+    if (n != name) {
+      names.push_back(absl::StrCat("\"", n, "\""));
+    } else if (found.has_value()) {
+      return name_field.Error(absl::StrCat("a second entry named \"", name, "\""));
+    } else {
+      found = item.Get(kind);
     }
   }
-  return YAML::Node();
-}
-
-std::string Str(const YAML::Node& map, const char* key) {
-  if (!map.IsMap() || !map[key] || !map[key].IsScalar()) {
-    return "";
+  if (!found.has_value()) {
+    return list.Error(absl::StrCat("no entry named \"", name, "\" (", wanted_by, "); found ",
+                                   names.empty() ? "none" : absl::StrJoin(names, ", ")));
   }
-  return map[key].as<std::string>("");
+  if (!found->present()) {
+    return found->Error("required field is missing");
+  }
+  TESSERA_RETURN_IF_ERROR(found->RequireMap());
+  return *found;
 }
 
-absl::StatusOr<std::string> Base64Pem(const std::string& path, const char* field,
-                                      const std::string& b64) {
+// Fields kubectl understands and Tessera does not act on: refused rather than ignored, since
+// ignoring them would connect to the wrong place or as the wrong identity.
+absl::Status RefuseUnsupported(const Field& map, const std::vector<const char*>& keys,
+                               absl::string_view why) {
+  for (const char* k : keys) {
+    Field f = map.Get(k);
+    if (f.present()) {
+      return f.Error(why);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Base64Pem(const Field& f) {
+  TESSERA_ASSIGN_OR_RETURN(std::string b64, f.StringOr(""));
   std::string out;
   if (!absl::Base64Unescape(b64, &out)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", field, ": invalid base64"));
+    return f.Error("invalid base64");
   }
   return out;
 }
 
+absl::StatusOr<bool> Bool(const Field& f) {
+  TESSERA_ASSIGN_OR_RETURN(std::string v, f.StringOr("false"));
+  std::string lower = absl::AsciiStrToLower(v);
+  if (lower == "true" || lower == "yes" || lower == "on") return true;
+  if (lower == "false" || lower == "no" || lower == "off") return false;
+  return f.Error(absl::StrCat("expected true or false, found \"", v, "\""));
+}
+
 // Relative file references in a kubeconfig are relative to the kubeconfig's directory.
-std::string Resolve(const std::string& kubeconfig, const std::string& file) {
+absl::StatusOr<std::string> FileRef(const std::string& kubeconfig, const Field& f) {
+  TESSERA_ASSIGN_OR_RETURN(std::string file, f.StringOr(""));
   if (file.empty() || file[0] == '/') {
     return file;
   }
@@ -74,64 +113,84 @@ absl::StatusOr<KubeConfig> InClusterConfig(const std::string& secrets_dir) {
   return c;
 }
 
-absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path) {
-  TESSERA_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+absl::StatusOr<KubeConfig> DecodeKubeconfig(const std::string& path, absl::string_view text) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> docs, ParseYamlDocuments(path, text));
-  if (docs.empty() || !docs[0].IsMap()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": expected a kubeconfig (a map)"));
+  if (docs.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": empty; expected a kubeconfig"));
   }
-  const YAML::Node& root = docs[0];
-  std::string context_name = Str(root, "current-context");
-  YAML::Node context = Named(root["contexts"], context_name, "context");
-  if (context_name.empty() || !context.IsMap()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": current-context \"", context_name, "\" names no entry of contexts"));
-  }
-  std::string cluster_name = Str(context, "cluster");
-  YAML::Node cluster = Named(root["clusters"], cluster_name, "cluster");
-  if (!cluster.IsMap()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cluster \"", cluster_name, "\" of the current context not found"));
-  }
+  Field root(path, docs[0], "");
+  TESSERA_RETURN_IF_ERROR(root.RequireMap());
+  TESSERA_ASSIGN_OR_RETURN(std::string context_name, root.Get("current-context").String());
+  TESSERA_ASSIGN_OR_RETURN(Field context,
+                           Named(root, "contexts", context_name, "context", "current-context"));
+  TESSERA_ASSIGN_OR_RETURN(std::string cluster_name, context.Get("cluster").String());
+  TESSERA_ASSIGN_OR_RETURN(Field cluster,
+                           Named(root, "clusters", cluster_name, "cluster",
+                                 absl::StrCat("the cluster of context \"", context_name, "\"")));
+  TESSERA_RETURN_IF_ERROR(RefuseUnsupported(
+      cluster, {"proxy-url", "tls-server-name"},
+      "Tessera does not support this cluster field; reach the API server directly by a name its "
+      "certificate holds"));
   KubeConfig c;
-  c.server = Str(cluster, "server");
-  if (c.server.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": clusters[", cluster_name, "].server is missing"));
-  }
+  TESSERA_ASSIGN_OR_RETURN(c.server, cluster.Get("server").String());
   while (!c.server.empty() && c.server.back() == '/') {
     c.server.pop_back();
   }
-  c.ca_file = Resolve(path, Str(cluster, "certificate-authority"));
-  if (std::string d = Str(cluster, "certificate-authority-data"); !d.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(c.ca_data, Base64Pem(path, "certificate-authority-data", d));
+  if (!absl::StartsWith(c.server, "https://") && !absl::StartsWith(c.server, "http://")) {
+    return cluster.Get("server").Error(
+        absl::StrCat("expected an https:// (or http://) URL, found \"", c.server, "\""));
   }
-  c.insecure_skip_tls_verify = Str(cluster, "insecure-skip-tls-verify") == "true";
-  std::string user_name = Str(context, "user");
-  YAML::Node user = Named(root["users"], user_name, "user");
-  if (!user_name.empty() && !user.IsMap()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": user \"", user_name, "\" of the current context not found"));
+  // *-data overrides the file of the same name, as in kubectl.
+  TESSERA_ASSIGN_OR_RETURN(c.ca_data, Base64Pem(cluster.Get("certificate-authority-data")));
+  if (c.ca_data.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(c.ca_file, FileRef(path, cluster.Get("certificate-authority")));
   }
-  if (user.IsMap()) {
-    if (user["exec"] || user["auth-provider"]) {
-      return absl::UnimplementedError(absl::StrCat(
-          path, ": user \"", user_name,
-          "\" authenticates with exec/auth-provider plugins, which Tessera does not run; use a "
-          "token, a client certificate, or the in-cluster service account"));
-    }
-    c.token = Str(user, "token");
-    c.token_file = Resolve(path, Str(user, "tokenFile"));
-    c.client_cert_file = Resolve(path, Str(user, "client-certificate"));
-    c.client_key_file = Resolve(path, Str(user, "client-key"));
-    if (std::string d = Str(user, "client-certificate-data"); !d.empty()) {
-      TESSERA_ASSIGN_OR_RETURN(c.client_cert_data, Base64Pem(path, "client-certificate-data", d));
-    }
-    if (std::string d = Str(user, "client-key-data"); !d.empty()) {
-      TESSERA_ASSIGN_OR_RETURN(c.client_key_data, Base64Pem(path, "client-key-data", d));
-    }
+  TESSERA_ASSIGN_OR_RETURN(c.insecure_skip_tls_verify,
+                           Bool(cluster.Get("insecure-skip-tls-verify")));
+  TESSERA_ASSIGN_OR_RETURN(std::string user_name, context.Get("user").StringOr(""));
+  if (user_name.empty()) {
+    return c;  // no credentials: anonymous
+  }
+  TESSERA_ASSIGN_OR_RETURN(Field user,
+                           Named(root, "users", user_name, "user",
+                                 absl::StrCat("the user of context \"", context_name, "\"")));
+  TESSERA_RETURN_IF_ERROR(RefuseUnsupported(
+      user, {"exec", "auth-provider"},
+      "authentication by exec/auth-provider plugins, which Tessera does not run; use a token, a "
+      "client certificate, or the in-cluster service account"));
+  TESSERA_RETURN_IF_ERROR(RefuseUnsupported(
+      user, {"username", "password"},
+      "basic authentication, which API servers no longer accept (removed in Kubernetes 1.19); "
+      "use a token or a client certificate"));
+  TESSERA_RETURN_IF_ERROR(RefuseUnsupported(
+      user, {"as", "as-uid", "as-groups", "as-user-extra"},
+      "impersonation, which Tessera does not do; give its own identity the RBAC of "
+      "deploy/scheduler-extender"));
+  // A token overrides tokenFile, as in kubectl.
+  TESSERA_ASSIGN_OR_RETURN(c.token, user.Get("token").StringOr(""));
+  if (c.token.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(c.token_file, FileRef(path, user.Get("tokenFile")));
+  }
+  TESSERA_ASSIGN_OR_RETURN(c.client_cert_data, Base64Pem(user.Get("client-certificate-data")));
+  if (c.client_cert_data.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(c.client_cert_file, FileRef(path, user.Get("client-certificate")));
+  }
+  TESSERA_ASSIGN_OR_RETURN(c.client_key_data, Base64Pem(user.Get("client-key-data")));
+  if (c.client_key_data.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(c.client_key_file, FileRef(path, user.Get("client-key")));
+  }
+  bool has_cert = !c.client_cert_data.empty() || !c.client_cert_file.empty();
+  bool has_key = !c.client_key_data.empty() || !c.client_key_file.empty();
+  if (has_cert != has_key) {
+    return user.Error(has_cert ? "a client certificate without its client-key[-data]"
+                               : "a client-key[-data] without its client certificate");
   }
   return c;
+}
+
+absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return DecodeKubeconfig(path, text);
 }
 
 KubeClient::KubeClient(KubeConfig config) : config_(std::move(config)) {}

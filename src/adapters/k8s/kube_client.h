@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "adapters/net/http_client.h"  // UrlEscape
 
 namespace tessera::adapters {
@@ -36,8 +37,15 @@ struct KubeConfig {
 // The in-cluster configuration; FailedPrecondition outside a pod.
 absl::StatusOr<KubeConfig> InClusterConfig(
     const std::string& secrets_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
-// The current context of a kubeconfig file; errors name the file and the missing entry.
+// The current context of a kubeconfig file. Errors name the file, line and field, e.g.
+//   kubeconfig:7:3: contexts: no entry named "prod" (current-context); found "dev"
+// Credentials Tessera cannot use (exec and auth-provider plugins, basic authentication,
+// impersonation) and connection settings it does not apply (proxy-url, tls-server-name) are
+// refused rather than ignored. Relative file names are relative to the kubeconfig's directory;
+// *-data overrides the file field beside it and token overrides tokenFile, as in kubectl.
 absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path);
+// The same from the file's text (`path` names it in errors).
+absl::StatusOr<KubeConfig> DecodeKubeconfig(const std::string& path, absl::string_view text);
 
 struct KubeResponse {
   long status = 0;
