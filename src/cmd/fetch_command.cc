@@ -16,6 +16,7 @@
 #include "base/units.h"
 #include "cmd/signals.h"
 #include "nlohmann/json.hpp"
+#include "services/node_agent.h"
 
 namespace tessera::cmd {
 namespace {
@@ -93,9 +94,10 @@ int RunFetchViaAgent(const FetchFlags& f, absl::Duration timeout) {
                 absl::StrCat("--agent ", f.agent, ": expected unix:///PATH or http://HOST:PORT"));
   }
   absl::Duration ttl;
-  if (!absl::ParseDuration(f.lease_ttl, &ttl) || ttl < absl::Seconds(3)) {
-    return Fail(1,
-                absl::StrCat("--lease-ttl ", f.lease_ttl, ": expected a duration of 3s or more"));
+  if (!absl::ParseDuration(f.lease_ttl, &ttl) || ttl < absl::Seconds(3) ||
+      ttl > services::kMaxLeaseTtl) {
+    return Fail(1, absl::StrCat("--lease-ttl ", f.lease_ttl, ": expected a duration from 3s to ",
+                                absl::FormatDuration(services::kMaxLeaseTtl)));
   }
   std::string holder = f.holder;
   if (holder.empty() && std::getenv("POD_NAME") != nullptr) holder = std::getenv("POD_NAME");

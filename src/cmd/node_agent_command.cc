@@ -33,8 +33,10 @@ int RunNodeAgent(const NodeAgentFlags& f) {
   }
   if (f.connections < 1 || f.connections > 256) return Fail(1, "--connections: expected 1 to 256");
   if (!absl::ParseDuration(f.lease_ttl, &o.default_lease_ttl) ||
-      o.default_lease_ttl <= absl::ZeroDuration()) {
-    return Fail(1, absl::StrCat("--lease-ttl ", f.lease_ttl, ": expected a duration"));
+      o.default_lease_ttl <= absl::ZeroDuration() || o.default_lease_ttl > services::kMaxLeaseTtl) {
+    return Fail(
+        1, absl::StrCat("--lease-ttl ", f.lease_ttl, ": expected a duration above 0 and at most ",
+                        absl::FormatDuration(services::kMaxLeaseTtl)));
   }
   o.fetch.connections = f.connections;
   o.fetch.chunk_bytes = *chunk;

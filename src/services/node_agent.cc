@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -32,6 +33,21 @@ namespace {
 HttpReply Json(int status, const json& j) { return {status, "application/json", j.dump() + "\n"}; }
 HttpReply Error(int status, const std::string& message) {
   return Json(status, {{"error", message}});
+}
+
+// A request's "ttlSeconds": a number of seconds in (0, kMaxLeaseTtl]; nullopt otherwise.
+std::optional<absl::Duration> LeaseTtl(const json& v) {
+  if (!v.is_number()) return std::nullopt;
+  const double s = v.get<double>();
+  if (!(s > 0) || s > absl::ToDoubleSeconds(kMaxLeaseTtl)) return std::nullopt;
+  return absl::Seconds(s);
+}
+
+const std::string& TtlExpectation() {
+  static const std::string* text = new std::string(
+      absl::StrCat("a number of seconds above 0 and at most ", absl::ToInt64Seconds(kMaxLeaseTtl),
+                   " (", absl::FormatDuration(kMaxLeaseTtl), ")"));
+  return *text;
 }
 
 int StatusFor(const absl::Status& s) {
@@ -501,6 +517,7 @@ std::string NodeAgent::ModelJson(const ModelEntry& e) const {
 
 HttpReply NodeAgent::PostModel(const HttpCall& call) {
   json body = json::parse(call.body, nullptr, false);
+  if (body.is_discarded()) return Error(400, "invalid JSON body");
   if (!body.is_object() || !body.contains("source") || !body["source"].is_string()) {
     return Error(400, "expected {\"source\": \"http(s)://... or s3://...\"}");
   }
@@ -529,12 +546,15 @@ HttpReply NodeAgent::PostModel(const HttpCall& call) {
   if (body.contains("lease")) {
     const json& l = body["lease"];
     if (!l.is_object() || !l.contains("holder") || !l["holder"].is_string() ||
-        l["holder"].get<std::string>().empty() ||
-        (l.contains("ttlSeconds") && (!l["ttlSeconds"].is_number() || l["ttlSeconds"] <= 0))) {
-      return Error(400, "lease: expected {\"holder\": \"pod name\", \"ttlSeconds\": N > 0}");
+        l["holder"].get<std::string>().empty()) {
+      return Error(400, "lease: expected {\"holder\": \"pod name\", \"ttlSeconds\": N}");
     }
     holder = l["holder"].get<std::string>();
-    if (l.contains("ttlSeconds")) ttl = absl::Seconds(l["ttlSeconds"].get<double>());
+    if (l.contains("ttlSeconds")) {
+      std::optional<absl::Duration> t = LeaseTtl(l["ttlSeconds"]);
+      if (!t.has_value()) return Error(400, "lease.ttlSeconds: expected " + TtlExpectation());
+      ttl = *t;
+    }
   }
   std::string id = ModelId(source, sha);
   std::lock_guard<std::mutex> l(mu_);
@@ -680,11 +700,13 @@ HttpReply NodeAgent::Handle(const HttpCall& call) {
       absl::Duration ttl = options_.default_lease_ttl;
       if (!call.body.empty()) {
         json b = json::parse(call.body, nullptr, false);
-        if (!b.is_object() ||
-            (b.contains("ttlSeconds") && (!b["ttlSeconds"].is_number() || b["ttlSeconds"] <= 0))) {
-          return Error(400, "expected {\"ttlSeconds\": N > 0}");
+        if (b.is_discarded()) return Error(400, "invalid JSON body");
+        if (!b.is_object()) return Error(400, "expected {\"ttlSeconds\": N}");
+        if (b.contains("ttlSeconds")) {
+          std::optional<absl::Duration> t = LeaseTtl(b["ttlSeconds"]);
+          if (!t.has_value()) return Error(400, "ttlSeconds: expected " + TtlExpectation());
+          ttl = *t;
         }
-        if (b.contains("ttlSeconds")) ttl = absl::Seconds(b["ttlSeconds"].get<double>());
       }
       absl::Status s = index_.Lease(id, holder, ttl, Now());
       if (!s.ok()) return Error(StatusFor(s), std::string(s.message()));

@@ -30,12 +30,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "adapters/http/server.h"
 #include "adapters/objstore/fetcher.h"
 #include "base/clock.h"
 #include "cache/model_cache.h"
 
 namespace tessera::services {
+
+// The longest lease the agent grants (requests' ttlSeconds, --lease-ttl). A lease is a holder's
+// claim that lapses unless renewed; one that could never lapse would pin its model forever.
+inline constexpr absl::Duration kMaxLeaseTtl = absl::Hours(24 * 30);
 
 struct NodeAgentOptions {
   std::string cache_dir;

@@ -93,6 +93,14 @@ for i in $(seq 32) late; do
 done
 code=$(api -o /dev/null -w '%{http_code}' -X PUT -d '{"ttlSeconds": -1}' "http://x/v1/models/$ID/leases/x")
 check "bad lease TTL -> 400" test "$code" = 400
+# A TTL beyond the 30-day bound: formerly granted until "infinite-future", which leases.json could
+# not carry over a restart.
+code=$(api -o "$WORK/badttl" -w '%{http_code}' -X PUT -d '{"ttlSeconds": 1e300}' "http://x/v1/models/$ID/leases/x")
+check "a lease TTL beyond 30 days -> 400" test "$code" = 400
+check "and names the bound" grep -q 'at most 2592000' "$WORK/badttl"
+code=$(api -o "$WORK/badttl" -w '%{http_code}' -X POST -d "{\"source\": \"$SRC_A\", \"lease\": {\"holder\": \"p\", \"ttlSeconds\": 1e300}}" http://x/v1/models)
+check "the same in a POST's lease -> 400" test "$code" = 400
+check "naming the field" grep -q 'lease.ttlSeconds' "$WORK/badttl"
 
 # A second model sharing a file: stored once (a hard link to one blob).
 SRC_B="http://127.0.0.1:$NGINX_PORT/b/tessera-manifest.json"
@@ -104,8 +112,9 @@ check "shared file is one inode" test "$(stat -c %i "$MODEL/tokenizer.bin")" = "
 code=$(api -o "$WORK/bad" -w '%{http_code}' -X POST -d '{"source": "ftp://x/y"}' http://x/v1/models)
 check "bad source -> 400" test "$code" = 400
 check "and says why" grep -q 'expected an http' "$WORK/bad"
-code=$(api -o /dev/null -w '%{http_code}' -X POST -d '{not json' http://x/v1/models)
+code=$(api -o "$WORK/bad" -w '%{http_code}' -X POST -d '{not json' http://x/v1/models)
 check "malformed JSON -> 400" test "$code" = 400
+check "and says so" grep -q 'invalid JSON' "$WORK/bad"
 code=$(api -o /dev/null -w '%{http_code}' http://x/v1/models/0123456789abcdef)
 check "unknown model -> 404" test "$code" = 404
 "$TESSERA" fetch "http://127.0.0.1:$NGINX_PORT/a/missing.bin" --agent "unix://$SOCK" 2>"$WORK/err404"
