@@ -1,11 +1,13 @@
 // libFuzzer target: the WorkloadSet / Deployment decoder must return OK or a Status for any
-// input; what decodes is planned on a small fixed fleet and the plan must validate.
+// input; what decodes is planned on a small fixed fleet, the plan must validate, and the
+// Deployments it rewrites must render.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "adapters/k8s/decoders.h"
+#include "adapters/k8s/manifests.h"
 #include "placement/plan_validator.h"
 #include "placement/planner.h"
 
@@ -35,6 +37,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tessera::placement::Plan plan = tessera::placement::MakePlan(*fleet, set, {});
   if (!tessera::placement::ValidatePlan(*fleet, set, plan, {}).empty()) {
     __builtin_trap();  // a plan that breaks its own rules is a bug
+  }
+  if (!tessera::adapters::DeploymentFiles(*fleet, set, plan).ok()) {
+    __builtin_trap();  // a Deployment the decoder accepted must render
   }
   return 0;
 }

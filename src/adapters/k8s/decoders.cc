@@ -325,24 +325,35 @@ absl::Status DecodeDeployment(const Field& doc, model::WorkloadSet* set,
   TESSERA_ASSIGN_OR_RETURN(std::optional<int64_t> replicas,
                            doc.Get("spec").Get("replicas").OptionalInt(0, 100000));
   w.replicas = static_cast<int>(replicas.value_or(1));  // Kubernetes' default
-  TESSERA_ASSIGN_OR_RETURN(std::vector<Field> containers,
-                           doc.Get("spec").Get("template").Get("spec").Get("containers").Items());
+  const Field pod_spec = doc.Get("spec").Get("template").Get("spec");
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Field> containers, pod_spec.Get("containers").Items());
   if (containers.empty()) {
-    return doc.Get("spec")
-        .Get("template")
-        .Get("spec")
-        .Get("containers")
-        .Error("expected at least one container");
+    return pod_spec.Get("containers").Error("expected at least one container");
   }
   // The container that asks for a GPU, else the first.
   const Field* gpu_container = &containers[0];
+  // What `tessera plan` rewrites must have the shape Kubernetes requires of it: every container
+  // a map with a name, resources and their limits and requests maps, nodeSelector a map.
+  if (Field selector = pod_spec.Get("nodeSelector"); selector.present()) {
+    TESSERA_RETURN_IF_ERROR(selector.RequireMap());
+  }
   for (const Field& c : containers) {
+    TESSERA_RETURN_IF_ERROR(c.RequireMap());
+    TESSERA_RETURN_IF_ERROR(c.Get("name").String().status());
     Field res = c.Get("resources");
+    if (res.present()) {
+      TESSERA_RETURN_IF_ERROR(res.RequireMap());
+    }
     for (const char* part : {"limits", "requests"}) {
       const Field entries = res.Get(part);  // named: node() refers into it
-      if (entries.node().IsMap()) {
+      if (entries.present()) {
+        TESSERA_RETURN_IF_ERROR(entries.RequireMap());
         for (const auto& kv : entries.node()) {
-          if (absl::StartsWith(kv.first.as<std::string>(), "nvidia.com/")) {
+          if (!kv.first.IsScalar()) {  // `? [a, b]: 1`: yaml-cpp's as<std::string> throws on it
+            return Field(entries.file(), kv.first, entries.path())
+                .Error("expected resource names as keys, found a key that is not a string");
+          }
+          if (absl::StartsWith(kv.first.Scalar(), "nvidia.com/")) {
             gpu_container = &c;
           }
         }

@@ -248,6 +248,38 @@ TEST(DecodeWorkloads, RejectsBadInputNamingFileLineField) {
       {"", "w.yaml: empty input"},
       {"kind: Service\n", "kind: expected WorkloadSet, Deployment or a List"},
       {"workloads:\n  - name: [unclosed\n", "w.yaml:"},
+      // A resource name that is not a string made yaml-cpp's as<std::string> throw out of the
+      // decoder ("internal error: ... bad conversion").
+      {"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  annotations:\n"
+       "    tessera.io/gpu-memory: 1Gi\n    tessera.io/gpu-compute: '0.1'\nspec:\n  template:\n"
+       "    spec:\n      containers:\n        - name: c\n          resources:\n"
+       "            limits: {? [a, b] : 1}\n",
+       "w.yaml:14:24: spec.template.spec.containers[0].resources.limits: expected resource names "
+       "as keys"},
+      // Shapes `tessera plan` could not rewrite (yaml-cpp threw in DeploymentFiles: "operator[]
+      // call on a scalar"), which Kubernetes refuses too.
+      {"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  annotations:\n"
+       "    tessera.io/gpu-memory: 1Gi\n    tessera.io/gpu-compute: '0.1'\nspec:\n  template:\n"
+       "    spec:\n      containers:\n        - name: c\n          resources:\n"
+       "            limits:\n              nvidia.com/gpu:2\"\n",
+       "w.yaml:15:15: spec.template.spec.containers[0].resources.limits: expected a map, found a "
+       "scalar"},
+      {"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  annotations:\n"
+       "    tessera.io/gpu-memory: 1Gi\n    tessera.io/gpu-compute: '0.1'\nspec:\n  template:\n"
+       "    spec:\n      containers:\n        - name: c\n          resources: 1\n",
+       "spec.template.spec.containers[0].resources: expected a map"},
+      {"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  annotations:\n"
+       "    tessera.io/gpu-memory: 1Gi\n    tessera.io/gpu-compute: '0.1'\nspec:\n  template:\n"
+       "    spec:\n      containers:\n        - name: c\n        - image: x\n",
+       "spec.template.spec.containers[1].name: required field is missing"},
+      {"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  annotations:\n"
+       "    tessera.io/gpu-memory: 1Gi\n    tessera.io/gpu-compute: '0.1'\nspec:\n  template:\n"
+       "    spec:\n      containers:\n        - c\n",
+       "spec.template.spec.containers[0]: expected a map, found a scalar"},
+      {"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  annotations:\n"
+       "    tessera.io/gpu-memory: 1Gi\n    tessera.io/gpu-compute: '0.1'\nspec:\n  template:\n"
+       "    spec:\n      nodeSelector: gpu\n      containers:\n        - name: c\n",
+       "spec.template.spec.nodeSelector: expected a map, found a scalar"},
   };
   for (const BadCase& c : cases) {
     model::WorkloadSet set;

@@ -34,7 +34,7 @@ void RewriteResources(YAML::Node resources, const std::string& part, const std::
   if (map.IsMap()) {
     std::vector<std::string> drop;
     for (const auto& kv : map) {
-      std::string key = kv.first.as<std::string>();
+      std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";  // the decoder refused others
       if (key.rfind("nvidia.com/", 0) == 0) {
         drop.push_back(key);
         had = true;
