@@ -128,7 +128,8 @@ absl::StatusOr<model::Fleet> DecodeNodeList(const Field& doc) {
     if (kind != "Node") {
       return item.Get("kind").Error(absl::StrCat("expected a Node, found \"", kind, "\""));
     }
-    TESSERA_ASSIGN_OR_RETURN(std::string name, item.Get("metadata").Get("name").String());
+    // A node's name goes into labels.sh's kubectl commands: only what Kubernetes allows.
+    TESSERA_ASSIGN_OR_RETURN(std::string name, ReadName(item.Get("metadata").Get("name")));
     std::string product = Label(item, "nvidia.com/gpu.product");
     if (product.empty()) {
       continue;  // not a GPU node (GPU feature discovery did not label it)

@@ -177,6 +177,15 @@ TEST(DecodeFleet, KubectlNodeListErrors) {
   ASSERT_FALSE(bad_count.ok());
   EXPECT_THAT(bad_count.status().message(), HasSubstr("n.json:3:"));
   EXPECT_THAT(bad_count.status().message(), HasSubstr("expected a GPU count"));
+  // Node names end up in labels.sh's kubectl commands: one Kubernetes would not allow, such as
+  // one that is shell, is refused.
+  absl::StatusOr<model::Fleet> bad_name =
+      DecodeFleet("n.json", R"({"kind": "List", "items": [{"kind": "Node", "metadata":
+          {"name": "g; rm -rf ~", "labels": {"nvidia.com/gpu.product": "NVIDIA-L4"}}}]})");
+  ASSERT_FALSE(bad_name.ok());
+  EXPECT_THAT(
+      bad_name.status().message(),
+      HasSubstr("n.json:2:20: items[0].metadata.name: \"g; rm -rf ~\" is not a valid name"));
 }
 
 constexpr char kWorkloads[] = R"(apiVersion: tessera.io/v1alpha1
