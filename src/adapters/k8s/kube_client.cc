@@ -92,6 +92,16 @@ absl::StatusOr<std::string> FileRef(const std::string& kubeconfig, const Field& 
   return slash == std::string::npos ? file : kubeconfig.substr(0, slash + 1) + file;
 }
 
+// PEM from `key`-data, else the file `key` names: the -data field wins, as in kubectl.
+absl::Status PemDataOrFile(const std::string& kubeconfig, const Field& map, const std::string& key,
+                           std::string* data, std::string* file) {
+  TESSERA_ASSIGN_OR_RETURN(*data, Base64Pem(map.Get(key + "-data")));
+  if (data->empty()) {
+    TESSERA_ASSIGN_OR_RETURN(*file, FileRef(kubeconfig, map.Get(key)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<KubeConfig> InClusterConfig(const std::string& secrets_dir) {
@@ -140,11 +150,8 @@ absl::StatusOr<KubeConfig> DecodeKubeconfig(const std::string& path, absl::strin
     return cluster.Get("server").Error(
         absl::StrCat("expected an https:// (or http://) URL, found \"", c.server, "\""));
   }
-  // *-data overrides the file of the same name, as in kubectl.
-  TESSERA_ASSIGN_OR_RETURN(c.ca_data, Base64Pem(cluster.Get("certificate-authority-data")));
-  if (c.ca_data.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(c.ca_file, FileRef(path, cluster.Get("certificate-authority")));
-  }
+  TESSERA_RETURN_IF_ERROR(
+      PemDataOrFile(path, cluster, "certificate-authority", &c.ca_data, &c.ca_file));
   TESSERA_ASSIGN_OR_RETURN(c.insecure_skip_tls_verify,
                            Bool(cluster.Get("insecure-skip-tls-verify")));
   TESSERA_ASSIGN_OR_RETURN(std::string user_name, context.Get("user").StringOr(""));
@@ -171,14 +178,10 @@ absl::StatusOr<KubeConfig> DecodeKubeconfig(const std::string& path, absl::strin
   if (c.token.empty()) {
     TESSERA_ASSIGN_OR_RETURN(c.token_file, FileRef(path, user.Get("tokenFile")));
   }
-  TESSERA_ASSIGN_OR_RETURN(c.client_cert_data, Base64Pem(user.Get("client-certificate-data")));
-  if (c.client_cert_data.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(c.client_cert_file, FileRef(path, user.Get("client-certificate")));
-  }
-  TESSERA_ASSIGN_OR_RETURN(c.client_key_data, Base64Pem(user.Get("client-key-data")));
-  if (c.client_key_data.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(c.client_key_file, FileRef(path, user.Get("client-key")));
-  }
+  TESSERA_RETURN_IF_ERROR(
+      PemDataOrFile(path, user, "client-certificate", &c.client_cert_data, &c.client_cert_file));
+  TESSERA_RETURN_IF_ERROR(
+      PemDataOrFile(path, user, "client-key", &c.client_key_data, &c.client_key_file));
   bool has_cert = !c.client_cert_data.empty() || !c.client_cert_file.empty();
   bool has_key = !c.client_key_data.empty() || !c.client_key_file.empty();
   if (has_cert != has_key) {
