@@ -21,6 +21,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -315,30 +316,25 @@ absl::StatusOr<std::vector<FileSpec>> ResolveS3(const std::string& source, const
   }
   if (manifest != nullptr) {
     // Checksums from our manifest beside the files; sizes must agree with the listing.
-    TESSERA_ASSIGN_OR_RETURN(std::string body, GetSmall(manifest->url, o, loc.get()));
-    nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-    if (!j.is_object() || !j.contains("files") || !j["files"].is_array()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(manifest->url, ": expected {\"files\": [...]}"));
-    }
-    std::map<std::string, std::pair<int64_t, std::string>> sums;
-    for (const nlohmann::json& f : j["files"]) {
-      if (f.is_object() && f.contains("name") && f["name"].is_string() && f.contains("size") &&
-          f["size"].is_number_unsigned() && f["size"].get<uint64_t>() <= INT64_MAX &&
-          f.contains("sha256") && f["sha256"].is_string() &&
-          f["sha256"].get<std::string>().size() == 64) {
-        sums[f["name"].get<std::string>()] = {
-            f["size"].get<int64_t>(), absl::AsciiStrToLower(f["sha256"].get<std::string>())};
+    // Read as strictly as an HTTP source's manifest; every file it lists must be in the bucket
+    // (one missing is an upload that did not finish).
+    const std::string manifest_url = manifest->url;
+    TESSERA_ASSIGN_OR_RETURN(std::string body, GetSmall(manifest_url, o, loc.get()));
+    TESSERA_ASSIGN_OR_RETURN(std::vector<FileSpec> listed, ParseManifest(manifest_url, body));
+    std::map<std::string, FileSpec*> by_name;
+    for (FileSpec& f : out) by_name[f.name] = &f;
+    for (const FileSpec& m : listed) {
+      auto it = by_name.find(m.name);
+      if (it == by_name.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(manifest_url, ": lists ", m.name,
+                                                       ", which is not under s3://", loc->bucket,
+                                                       "/", loc->prefix));
       }
-    }
-    for (FileSpec& f : out) {
-      auto it = sums.find(f.name);
-      if (it == sums.end()) continue;
-      if (it->second.first != f.size) {
+      if (m.size != it->second->size) {
         return absl::InvalidArgumentError(absl::StrCat(
-            f.name, ": the manifest says ", it->second.first, " bytes, the bucket lists ", f.size));
+            m.name, ": the manifest says ", m.size, " bytes, the bucket lists ", it->second->size));
       }
-      f.sha256 = it->second.second;
+      it->second->sha256 = m.sha256;
     }
   }
   return out;
@@ -353,6 +349,44 @@ absl::Status FillSizes(std::vector<FileSpec>* files, const FetchOptions& o) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<FileSpec>> ParseManifest(const std::string& source,
+                                                    const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("files") || !j["files"].is_array() || j["files"].empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": expected {\"files\": [{\"name\", \"size\", \"sha256\"}, ...]}"));
+  }
+  std::vector<FileSpec> out;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < j["files"].size(); ++i) {
+    const nlohmann::json& f = j["files"][i];
+    std::string at = absl::StrCat(source, ": files[", i, "]");
+    if (!f.is_object() || !f.contains("name") || !f["name"].is_string() || !f.contains("size") ||
+        !f["size"].is_number_unsigned() || f["size"].get<uint64_t>() > INT64_MAX) {
+      return absl::InvalidArgumentError(at + ": expected name (string) and size (bytes)");
+    }
+    FileSpec s;
+    s.name = f["name"].get<std::string>();
+    if (absl::Status valid = ValidateRelativeName(s.name); !valid.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(at, ": ", valid.message()));
+    }
+    if (!seen.insert(s.name).second) {
+      return absl::InvalidArgumentError(at + ": duplicate name " + s.name);
+    }
+    s.size = f["size"].get<int64_t>();
+    if (f.contains("sha256")) {
+      const nlohmann::json& sum = f["sha256"];
+      if (!sum.is_string() || sum.get<std::string>().size() != 64 ||
+          !absl::c_all_of(sum.get<std::string>(), absl::ascii_isxdigit)) {
+        return absl::InvalidArgumentError(at + ": sha256 must be 64 hex digits");
+      }
+      s.sha256 = absl::AsciiStrToLower(sum.get<std::string>());
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<FileSpec>> ResolveSource(const std::string& source,
@@ -392,35 +426,8 @@ absl::StatusOr<std::vector<FileSpec>> ResolveSource(const std::string& source,
   }
   if (last == "tessera-manifest.json") {
     TESSERA_ASSIGN_OR_RETURN(std::string body, GetSmall(source, o));
-    nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-    if (!j.is_object() || !j.contains("files") || !j["files"].is_array() || j["files"].empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source, ": expected {\"files\": [{\"name\", \"size\", \"sha256\"}, ...]}"));
-    }
-    std::set<std::string> seen;
-    for (size_t i = 0; i < j["files"].size(); ++i) {
-      const nlohmann::json& f = j["files"][i];
-      std::string at = absl::StrCat(source, ": files[", i, "]");
-      if (!f.is_object() || !f.contains("name") || !f["name"].is_string() || !f.contains("size") ||
-          !f["size"].is_number_unsigned() || f["size"].get<uint64_t>() > INT64_MAX) {
-        return absl::InvalidArgumentError(at + ": expected name (string) and size (bytes)");
-      }
-      FileSpec s;
-      s.name = f["name"].get<std::string>();
-      TESSERA_RETURN_IF_ERROR(ValidateRelativeName(s.name));
-      if (!seen.insert(s.name).second) {
-        return absl::InvalidArgumentError(at + ": duplicate name " + s.name);
-      }
-      s.size = f["size"].get<int64_t>();
-      if (f.contains("sha256")) {
-        if (!f["sha256"].is_string() || f["sha256"].get<std::string>().size() != 64) {
-          return absl::InvalidArgumentError(at + ": sha256 must be 64 hex digits");
-        }
-        s.sha256 = absl::AsciiStrToLower(f["sha256"].get<std::string>());
-      }
-      s.url = base + UrlEscape(s.name, /*keep_slash=*/true);
-      out.push_back(std::move(s));
-    }
+    TESSERA_ASSIGN_OR_RETURN(out, ParseManifest(source, body));
+    for (FileSpec& f : out) f.url = base + UrlEscape(f.name, /*keep_slash=*/true);
     return out;
   }
   TESSERA_RETURN_IF_ERROR(ValidateRelativeName(last));

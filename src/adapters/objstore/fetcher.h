@@ -78,6 +78,12 @@ struct FetchStats {
 absl::StatusOr<std::vector<FileSpec>> ResolveSource(const std::string& source,
                                                     const FetchOptions& options);
 
+// tessera-manifest.json: {"files": [{"name", "size", "sha256" (optional)}, ...]}, at least one;
+// names safe (ValidateRelativeName) and unique, sizes whole bytes below 2^63, sha256 64 hex
+// digits (returned lowercase). Errors name `source` and the entry. Leaves url and s3 empty.
+absl::StatusOr<std::vector<FileSpec>> ParseManifest(const std::string& source,
+                                                    const std::string& body);
+
 // Asks the origin (HEAD) for every size still unknown (-1).
 absl::Status FillSizes(std::vector<FileSpec>* files, const FetchOptions& options);
 

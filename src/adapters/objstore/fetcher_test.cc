@@ -237,6 +237,39 @@ TEST(Fetcher, RetriesHonourRetryAfterAndResumeFetchesOnlyWhatIsMissing) {
   EXPECT_EQ(Read(out2 + "/big.bin"), data);
 }
 
+TEST(Fetcher, ManifestIsReadStrictly) {
+  struct Case {
+    std::string body, want;
+  } cases[] = {
+      {"[]", "m.json: expected {\"files\": [{\"name\", \"size\", \"sha256\"}, ...]}"},
+      {R"({"files": []})", "m.json: expected {\"files\""},
+      {R"({"files": [{"name": "a", "size": -1}]})", "m.json: files[0]: expected name (string)"},
+      {R"({"files": [{"name": "a", "size": 1.5}]})", "m.json: files[0]: expected name (string)"},
+      {R"({"files": [{"name": "a", "size": 1}, {"name": "a", "size": 1}]})",
+       "m.json: files[1]: duplicate name a"},
+      {R"({"files": [{"name": "../a", "size": 1}]})", "m.json: files[0]: unsafe file name"},
+      {R"({"files": [{"name": "a", "size": 1, "sha256": "abc"}]})",
+       "m.json: files[0]: sha256 must be 64 hex digits"},
+      // 64 characters, not hex: formerly accepted, to fail later as a checksum mismatch.
+      {R"({"files": [{"name": "a", "size": 1, "sha256": ")" + std::string(64, 'z') + "\"}]}",
+       "m.json: files[0]: sha256 must be 64 hex digits"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<std::vector<FileSpec>> m = ParseManifest("m.json", c.body);
+    ASSERT_FALSE(m.ok()) << c.body;
+    EXPECT_THAT(m.status().message(), HasSubstr(c.want)) << c.body;
+  }
+  absl::StatusOr<std::vector<FileSpec>> m =
+      ParseManifest("m.json", R"({"files": [{"name": "d/a.bin", "size": 3, "sha256": ")" +
+                                  std::string(64, 'A') + R"("}, {"name": "b.bin", "size": 0}]})");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->size(), 2u);
+  EXPECT_EQ((*m)[0].name, "d/a.bin");
+  EXPECT_EQ((*m)[0].size, 3);
+  EXPECT_EQ((*m)[0].sha256, std::string(64, 'a'));
+  EXPECT_EQ((*m)[1].sha256, "");
+}
+
 TEST(Fetcher, UntrustedNamesAndMissingFiles) {
   FaultyOrigin origin;
   for (const char* bad : {"../etc/passwd", "/abs", "a\\\\b", "a//b", "./x", "x/.."}) {

@@ -442,6 +442,23 @@ TEST(S3Source, FetchesAPrefixFromS3rverWithSigV4) {
   ASSERT_EQ(files->size(), 1u);
   EXPECT_EQ((*files)[0].name, "model-00002-of-00002.safetensors");
 
+  // A manifest that lists a file the bucket does not hold (an upload that did not finish), or
+  // an entry it cannot read, is an error, not a partial list of checksums.
+  manifest["files"].push_back({{"name", "model-00003-of-00003.safetensors"}, {"size", 1}});
+  Put(*loc, "llama/tessera-manifest.json", manifest.dump());
+  files = ResolveSource("s3://models/llama/", o);
+  ASSERT_FALSE(files.ok());
+  EXPECT_THAT(files.status().message(),
+              HasSubstr("lists model-00003-of-00003.safetensors, which is not under "
+                        "s3://models/llama/"));
+  manifest["files"][1] = {{"name", "model-00001-of-00002.safetensors"}, {"size", 1}};
+  Put(*loc, "llama/tessera-manifest.json", manifest.dump());
+  files = ResolveSource("s3://models/llama/", o);
+  ASSERT_FALSE(files.ok());
+  EXPECT_THAT(files.status().message(), HasSubstr("files[1]: duplicate name"));
+  manifest["files"].erase(1);
+  Put(*loc, "llama/tessera-manifest.json", manifest.dump());
+
   // An unknown access key: S3's error code reaches the message; the secret never does.
   setenv("AWS_ACCESS_KEY_ID", "NOT-A-KEY", 1);
   setenv("AWS_SECRET_ACCESS_KEY", "very-secret-value", 1);
