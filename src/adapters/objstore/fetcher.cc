@@ -419,7 +419,9 @@ absl::StatusOr<std::vector<FileSpec>> ResolveSource(const std::string& source,
       shards.insert(it.value().get<std::string>());
     }
     for (const std::string& s : shards) {
-      TESSERA_RETURN_IF_ERROR(ValidateRelativeName(s));
+      if (absl::Status valid = ValidateRelativeName(s); !valid.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(source, ": weight_map: ", valid.message()));
+      }
       out.push_back({s, base + UrlEscape(s, /*keep_slash=*/true), -1, "", nullptr});
     }
     return out;

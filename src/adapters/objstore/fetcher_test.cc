@@ -286,7 +286,9 @@ TEST(Fetcher, UntrustedNamesAndMissingFiles) {
   EXPECT_THAT(huge.status().message(), HasSubstr("files[0]: expected name (string) and size"));
   origin.files["i/model.safetensors.index.json"] =
       R"({"weight_map": {"a": "../../x.safetensors"}})";
-  EXPECT_FALSE(ResolveSource(origin.url("i/model.safetensors.index.json"), Small()).ok());
+  EXPECT_THAT(
+      ResolveSource(origin.url("i/model.safetensors.index.json"), Small()).status().message(),
+      HasSubstr("model.safetensors.index.json: weight_map: unsafe file name"));
   auto missing = ResolveSource(origin.url("nothing.bin"), Small());
   ASSERT_TRUE(missing.ok());
   auto s = FetchModel(*missing, TempDir() + "/x", Small());
