@@ -114,9 +114,10 @@ absl::StatusOr<int64_t> OneContainerResource(const json& container, absl::string
       return Bad(absl::StrCat(cpath, ".", kind, "[\"", resource, "\"]"),
                  absl::StrCat("expected a whole number of GPUs, found ", v.dump()));
     }
-    if (n < 0 || n > 64) {
+    if (n < 0 || n > 64 || (v.is_number_unsigned() && v.get<uint64_t>() > 64)) {
+      // The value as sent: 2^64-1 read as int64_t is -1.
       return Bad(absl::StrCat(cpath, ".", kind, "[\"", resource, "\"]"),
-                 absl::StrCat("expected 0 to 64 GPUs, found ", n));
+                 absl::StrCat("expected 0 to 64 GPUs, found ", v.dump()));
     }
     return n;  // limits win over requests, as Kubernetes requires them equal for extended ones
   }

@@ -350,6 +350,12 @@ TEST(ExtenderProtocol, WholeGpuCountIsThePodsEffectiveRequest) {
   EXPECT_THAT(DecodePod(p)->request_error,
               HasSubstr("pod.spec.initContainers[0].resources.requests[\"nvidia.com/gpu\"]: "
                         "expected a whole number of GPUs"));
+  p["spec"]["initContainers"][0]["resources"] = {
+      {"requests", {{"nvidia.com/gpu", 18446744073709551615ULL}}}};
+  EXPECT_THAT(DecodePod(p)->request_error,
+              HasSubstr("expected 0 to 64 GPUs, found 18446744073709551615"));
+  p["spec"]["initContainers"][0]["resources"] = {{"requests", {{"nvidia.com/gpu", "65"}}}};
+  EXPECT_THAT(DecodePod(p)->request_error, HasSubstr("expected 0 to 64 GPUs, found \"65\""));
   p["spec"]["initContainers"] = "none";
   EXPECT_THAT(DecodePod(p)->request_error,
               HasSubstr("pod.spec.initContainers: expected an array, found string"));
