@@ -6,7 +6,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -35,19 +34,19 @@ HttpReply Error(int status, const std::string& message) {
   return Json(status, {{"error", message}});
 }
 
-// A request's "ttlSeconds": a number of seconds in (0, kMaxLeaseTtl]; nullopt otherwise.
-std::optional<absl::Duration> LeaseTtl(const json& v) {
-  if (!v.is_number()) return std::nullopt;
-  const double s = v.get<double>();
-  if (!(s > 0) || s > absl::ToDoubleSeconds(kMaxLeaseTtl)) return std::nullopt;
-  return absl::Seconds(s);
-}
-
-const std::string& TtlExpectation() {
-  static const std::string* text = new std::string(
-      absl::StrCat("a number of seconds above 0 and at most ", absl::ToInt64Seconds(kMaxLeaseTtl),
-                   " (", absl::FormatDuration(kMaxLeaseTtl), ")"));
-  return *text;
+// The optional "ttlSeconds" of a request object: seconds in (0, kMaxLeaseTtl], `dflt` when
+// absent. The error names `field`.
+absl::StatusOr<absl::Duration> LeaseTtl(const json& obj, absl::string_view field,
+                                        absl::Duration dflt) {
+  if (!obj.contains("ttlSeconds")) return dflt;
+  const json& v = obj["ttlSeconds"];
+  if (v.is_number()) {
+    const double s = v.get<double>();
+    if (s > 0 && s <= absl::ToDoubleSeconds(kMaxLeaseTtl)) return absl::Seconds(s);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": expected a number of seconds above 0 and at most ",
+      absl::ToInt64Seconds(kMaxLeaseTtl), " (", absl::FormatDuration(kMaxLeaseTtl), ")"));
 }
 
 int StatusFor(const absl::Status& s) {
@@ -530,9 +529,8 @@ HttpReply NodeAgent::PostModel(const HttpCall& call) {
   if (body.contains("sha256")) {
     if (!body["sha256"].is_object()) return Error(400, "sha256: expected {\"file\": \"64 hex\"}");
     for (auto it = body["sha256"].begin(); it != body["sha256"].end(); ++it) {
-      if (!it.value().is_string() || it.value().get<std::string>().size() != 64 ||
-          !std::all_of(it.value().get<std::string>().begin(), it.value().get<std::string>().end(),
-                       [](char c) { return absl::ascii_isxdigit(c); })) {
+      if (!it.value().is_string() ||
+          !adapters::objstore::IsSha256Hex(it.value().get<std::string>())) {
         return Error(400, absl::StrCat("sha256[\"", it.key(), "\"]: expected 64 hex digits"));
       }
       if (absl::Status v = adapters::objstore::ValidateRelativeName(it.key()); !v.ok()) {
@@ -550,11 +548,9 @@ HttpReply NodeAgent::PostModel(const HttpCall& call) {
       return Error(400, "lease: expected {\"holder\": \"pod name\", \"ttlSeconds\": N}");
     }
     holder = l["holder"].get<std::string>();
-    if (l.contains("ttlSeconds")) {
-      std::optional<absl::Duration> t = LeaseTtl(l["ttlSeconds"]);
-      if (!t.has_value()) return Error(400, "lease.ttlSeconds: expected " + TtlExpectation());
-      ttl = *t;
-    }
+    absl::StatusOr<absl::Duration> t = LeaseTtl(l, "lease.ttlSeconds", ttl);
+    if (!t.ok()) return Error(400, std::string(t.status().message()));
+    ttl = *t;
   }
   std::string id = ModelId(source, sha);
   std::lock_guard<std::mutex> l(mu_);
@@ -695,19 +691,18 @@ HttpReply NodeAgent::Handle(const HttpCall& call) {
   }
   if (parts.size() == 5 && parts[3] == "leases") {
     const std::string& holder = parts[4];
+    // The body is read before the agent's lock is taken.
+    absl::Duration ttl = options_.default_lease_ttl;
+    if (call.method == "PUT" && !call.body.empty()) {
+      json b = json::parse(call.body, nullptr, false);
+      if (b.is_discarded()) return Error(400, "invalid JSON body");
+      if (!b.is_object()) return Error(400, "expected {\"ttlSeconds\": N}");
+      absl::StatusOr<absl::Duration> t = LeaseTtl(b, "ttlSeconds", ttl);
+      if (!t.ok()) return Error(400, std::string(t.status().message()));
+      ttl = *t;
+    }
     std::lock_guard<std::mutex> l(mu_);
     if (call.method == "PUT") {
-      absl::Duration ttl = options_.default_lease_ttl;
-      if (!call.body.empty()) {
-        json b = json::parse(call.body, nullptr, false);
-        if (b.is_discarded()) return Error(400, "invalid JSON body");
-        if (!b.is_object()) return Error(400, "expected {\"ttlSeconds\": N}");
-        if (b.contains("ttlSeconds")) {
-          std::optional<absl::Duration> t = LeaseTtl(b["ttlSeconds"]);
-          if (!t.has_value()) return Error(400, "ttlSeconds: expected " + TtlExpectation());
-          ttl = *t;
-        }
-      }
       absl::Status s = index_.Lease(id, holder, ttl, Now());
       if (!s.ok()) return Error(StatusFor(s), std::string(s.message()));
       // Held in memory either way; a pod's renewal retries a lease the disk could not keep.

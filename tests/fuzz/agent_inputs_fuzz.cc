@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& f : *manifest) {
       // What the fetcher then writes to disk: names it checked, sizes a file can have.
       if (!tessera::adapters::objstore::ValidateRelativeName(f.name).ok() || f.size < 0 ||
-          (!f.sha256.empty() && f.sha256.size() != 64)) {
+          (!f.sha256.empty() && !tessera::adapters::objstore::IsSha256Hex(f.sha256))) {
         __builtin_trap();
       }
     }

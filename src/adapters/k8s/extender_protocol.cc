@@ -114,8 +114,8 @@ absl::StatusOr<int64_t> OneContainerResource(const json& container, absl::string
       return Bad(absl::StrCat(cpath, ".", kind, "[\"", resource, "\"]"),
                  absl::StrCat("expected a whole number of GPUs, found ", v.dump()));
     }
-    if (n < 0 || n > 64 || (v.is_number_unsigned() && v.get<uint64_t>() > 64)) {
-      // The value as sent: 2^64-1 read as int64_t is -1.
+    if (n < 0 || n > 64) {
+      // Quoted as sent: 2^64-1 reads as int64_t -1.
       return Bad(absl::StrCat(cpath, ".", kind, "[\"", resource, "\"]"),
                  absl::StrCat("expected 0 to 64 GPUs, found ", v.dump()));
     }

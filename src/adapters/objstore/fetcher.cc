@@ -21,7 +21,6 @@
 #include <set>
 #include <thread>
 
-#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -318,15 +317,14 @@ absl::StatusOr<std::vector<FileSpec>> ResolveS3(const std::string& source, const
     // Checksums from our manifest beside the files; sizes must agree with the listing.
     // Read as strictly as an HTTP source's manifest; every file it lists must be in the bucket
     // (one missing is an upload that did not finish).
-    const std::string manifest_url = manifest->url;
-    TESSERA_ASSIGN_OR_RETURN(std::string body, GetSmall(manifest_url, o, loc.get()));
-    TESSERA_ASSIGN_OR_RETURN(std::vector<FileSpec> listed, ParseManifest(manifest_url, body));
+    TESSERA_ASSIGN_OR_RETURN(std::string body, GetSmall(manifest->url, o, loc.get()));
+    TESSERA_ASSIGN_OR_RETURN(std::vector<FileSpec> listed, ParseManifest(manifest->url, body));
     std::map<std::string, FileSpec*> by_name;
     for (FileSpec& f : out) by_name[f.name] = &f;
     for (const FileSpec& m : listed) {
       auto it = by_name.find(m.name);
       if (it == by_name.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(manifest_url, ": lists ", m.name,
+        return absl::InvalidArgumentError(absl::StrCat(manifest->url, ": lists ", m.name,
                                                        ", which is not under s3://", loc->bucket,
                                                        "/", loc->prefix));
       }
@@ -378,8 +376,7 @@ absl::StatusOr<std::vector<FileSpec>> ParseManifest(const std::string& source,
     s.size = f["size"].get<int64_t>();
     if (f.contains("sha256")) {
       const nlohmann::json& sum = f["sha256"];
-      if (!sum.is_string() || sum.get<std::string>().size() != 64 ||
-          !absl::c_all_of(sum.get<std::string>(), absl::ascii_isxdigit)) {
+      if (!sum.is_string() || !IsSha256Hex(sum.get<std::string>())) {
         return absl::InvalidArgumentError(at + ": sha256 must be 64 hex digits");
       }
       s.sha256 = absl::AsciiStrToLower(sum.get<std::string>());

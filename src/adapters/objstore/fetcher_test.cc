@@ -299,6 +299,15 @@ TEST(Fetcher, UntrustedNamesAndMissingFiles) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(Verify, Sha256Hex) {
+  EXPECT_TRUE(IsSha256Hex(Sha256Hex("abc")));
+  EXPECT_TRUE(IsSha256Hex(std::string(64, 'F')));
+  EXPECT_FALSE(IsSha256Hex(std::string(63, 'a')));
+  EXPECT_FALSE(IsSha256Hex(std::string(65, 'a')));
+  EXPECT_FALSE(IsSha256Hex(std::string(64, 'g')));
+  EXPECT_FALSE(IsSha256Hex(std::string(63, 'a') + '\xe9'));
+}
+
 TEST(Verify, SafetensorsStructure) {
   std::string dir = TempDir();
   std::string good = Safetensors(3, 128, 1);

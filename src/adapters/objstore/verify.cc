@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -51,6 +52,12 @@ absl::Status ValidateRelativeName(absl::string_view name) {
     if (c < 0x20 || c == 0x7f) return bad("contains a control character");
   }
   return absl::OkStatus();
+}
+
+bool IsSha256Hex(absl::string_view text) {
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+           return absl::ascii_isxdigit(static_cast<unsigned char>(c));
+         });
 }
 
 std::string Sha256Hex(absl::string_view data) {

@@ -19,6 +19,8 @@ absl::Status ValidateRelativeName(absl::string_view name);
 // Lowercase hex SHA-256 of a file (streamed).
 absl::StatusOr<std::string> Sha256File(const std::string& path);
 std::string Sha256Hex(absl::string_view data);
+// Whether `text` is a SHA-256 written in hex: 64 hex digits, either case.
+bool IsSha256Hex(absl::string_view text);
 
 // A safetensors file: header size N <= 100,000,000 and 8 + N <= file size; the header a JSON
 // object; every tensor's dtype known, data_offsets [BEGIN, END) inside the buffer with
