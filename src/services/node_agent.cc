@@ -578,8 +578,11 @@ HttpReply NodeAgent::GetModel(const std::string& id, const HttpCall& call) {
   if (index_.Find(id) == nullptr) return Error(404, absl::StrCat("model ", id, " unknown"));
   if (auto w = call.query.find("wait"); w != call.query.end()) {
     double secs = 0;
-    if (!absl::SimpleAtod(w->second, &secs) || secs < 0) {
-      return Error(400, "wait: expected seconds");
+    // "nan" parses as a number and passes `secs < 0`; it would have waited the longest.
+    if (!absl::SimpleAtod(w->second, &secs) || !(secs >= 0)) {
+      return Error(400, absl::StrCat("wait: expected seconds, 0 or more (waits at most ",
+                                     absl::FormatDuration(options_.max_wait), "); found \"",
+                                     w->second, "\""));
     }
     absl::Duration wait = std::min(absl::Seconds(secs), options_.max_wait);
     changed_.wait_for(l, absl::ToChronoMilliseconds(wait), [&] {

@@ -115,6 +115,12 @@ check "and says why" grep -q 'expected an http' "$WORK/bad"
 code=$(api -o "$WORK/bad" -w '%{http_code}' -X POST -d '{not json' http://x/v1/models)
 check "malformed JSON -> 400" test "$code" = 400
 check "and says so" grep -q 'invalid JSON' "$WORK/bad"
+# A wait that is not a number of seconds: "nan" parsed as a number and waited the longest.
+for w in nan -1 soon; do
+  code=$(api -o "$WORK/bad" -w '%{http_code}' "http://x/v1/models/$ID?wait=$w")
+  check "GET ?wait=$w -> 400" test "$code" = 400
+  check "naming the value" grep -qF "found \\\"$w\\\"" "$WORK/bad"
+done
 code=$(api -o /dev/null -w '%{http_code}' http://x/v1/models/0123456789abcdef)
 check "unknown model -> 404" test "$code" = 404
 "$TESSERA" fetch "http://127.0.0.1:$NGINX_PORT/a/missing.bin" --agent "unix://$SOCK" 2>"$WORK/err404"
