@@ -109,6 +109,16 @@ TEST(DecodeFleet, RejectsBadInputNamingFileLineField) {
       {"a: \xed\xa0\x80\n", "invalid UTF-8 byte 0xed"},  // a surrogate
       {"a: \xc0\xaf\n", "invalid UTF-8 byte 0xc0"},      // overlong
       {"pools: [", "fleet.yaml:2:1: malformed YAML/JSON: did not find expected node content"},
+      // yaml-cpp refused 500 levels as "bad file"; the reader says what is wrong, and where.
+      {"pools: " + std::string(600, '[') + std::string(600, ']'),
+       "fleet.yaml:1:107: unsupported YAML: nested deeper than 100 levels"},
+      {"a:\n" +
+           [] {
+             std::string t;
+             for (int i = 1; i <= 101; ++i) t += std::string(i, ' ') + "- \n";
+             return t;
+           }(),
+       "fleet.yaml:101:101: unsupported YAML: nested deeper than 100 levels"},
       {head + "  - name: a\n    gpuModel: RTX-4090\n    gpusPerNode: 8\n    nodes: 1\n",
        "fleet.yaml:5:15: pools[0].gpuModel: unknown GPU model \"RTX-4090\"; known models: "
        "A100-40GB"},

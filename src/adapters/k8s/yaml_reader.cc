@@ -106,6 +106,8 @@ class ByteOffsets {
 // Parses the whole stream with libyaml (a strict, widely fuzzed YAML 1.1 parser) and reports
 // its first error with its position. yaml-cpp 0.7 loops forever on some malformed input
 // (",5 t\n," found by fuzzing), so yaml-cpp only sees text libyaml accepted.
+constexpr size_t kMaxYamlDepth = 100;
+
 absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) {
@@ -171,6 +173,14 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
                       : event.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE;
       open.push_back(flow);
       flow_depth += flow ? 1 : 0;
+      // yaml-cpp refuses more than 500 levels as "bad file"; no configuration nests this deep.
+      if (open.size() > kMaxYamlDepth) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat(file, ":", event.start_mark.line + 1, ":", event.start_mark.column + 1,
+                         ": unsupported YAML: nested deeper than ", kMaxYamlDepth, " levels"));
+        yaml_event_delete(&event);
+        break;
+      }
     } else if ((event.type == YAML_SEQUENCE_END_EVENT || event.type == YAML_MAPPING_END_EVENT) &&
                !open.empty()) {
       flow_depth -= open.back() ? 1 : 0;
