@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "adapters/io/json_text.h"
 #include "adapters/k8s/decoders.h"
 #include "base/status.h"
 #include "base/units.h"
@@ -112,12 +113,12 @@ absl::StatusOr<int64_t> OneContainerResource(const json& container, absl::string
       n = v.get<int64_t>();
     } else if (!v.is_string() || !absl::SimpleAtoi(v.get<std::string>(), &n)) {
       return Bad(absl::StrCat(cpath, ".", kind, "[\"", resource, "\"]"),
-                 absl::StrCat("expected a whole number of GPUs, found ", v.dump()));
+                 absl::StrCat("expected a whole number of GPUs, found ", QuoteJson(v)));
     }
     if (n < 0 || n > 64) {
       // Quoted as sent: 2^64-1 reads as int64_t -1.
       return Bad(absl::StrCat(cpath, ".", kind, "[\"", resource, "\"]"),
-                 absl::StrCat("expected 0 to 64 GPUs, found ", v.dump()));
+                 absl::StrCat("expected 0 to 64 GPUs, found ", QuoteJson(v)));
     }
     return n;  // limits win over requests, as Kubernetes requires them equal for extended ones
   }
@@ -238,6 +239,11 @@ absl::StatusOr<std::vector<json>> ListItems(const json& doc, const std::string& 
 }  // namespace
 
 absl::StatusOr<json> ParseJson(absl::string_view body, absl::string_view what) {
+  // Node objects are copied and echoed back, which recurses once per level.
+  if (JsonDepth(body) > kMaxJsonDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": JSON nested deeper than ", kMaxJsonDepth, " levels"));
+  }
   try {
     return json::parse(body.begin(), body.end());
   } catch (const json::parse_error& e) {
@@ -463,7 +469,7 @@ absl::StatusOr<Assignment> DecodeAssignment(absl::string_view text) {
   for (const json& g : *gpus) {
     if (!g.is_number_integer() || g.get<int64_t>() < 0 || g.get<int64_t>() > 63) {
       return Bad(absl::StrCat(kGpuAssignmentAnnotation, ".gpus"),
-                 absl::StrCat("expected GPU indices 0-63, found ", g.dump()));
+                 absl::StrCat("expected GPU indices 0-63, found ", QuoteJson(g)));
     }
     a.gpus.push_back(g.get<int>());
   }

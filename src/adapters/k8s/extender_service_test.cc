@@ -315,6 +315,16 @@ TEST(ExtenderProtocol, DecodesRecordedNodesAndPods) {
   EXPECT_EQ(*DecodeAssignment(EncodeAssignment(a)), a);
   EXPECT_FALSE(DecodeAssignment(R"({"node":"x","gpus":[-1],"milliPerGpu":1})").ok());
   EXPECT_FALSE(DecodeAssignment("not json").ok());
+  // Anyone who can edit a pod can write this annotation, and the extender reads every pod's on
+  // start. A value nested 100,000 deep (200 KB, under Kubernetes' 256 KB for annotations) was
+  // quoted whole in the error, and quoting it overflowed the stack.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  absl::StatusOr<Assignment> d =
+      DecodeAssignment(absl::StrCat(R"({"node":"x","milliPerGpu":1,"gpus":[)", deep, "]}"));
+  EXPECT_EQ(d.status().message(), "tessera.io/gpu-assignment: JSON nested deeper than 100 levels");
+  // Shallower values are quoted by kind and size, not whole.
+  EXPECT_THAT(DecodeAssignment(R"({"node":"x","milliPerGpu":1,"gpus":[[1,2]]})").status().message(),
+              HasSubstr("expected GPU indices 0-63, found an array of 2 elements"));
 }
 
 // kube-scheduler's effective request: max(app containers + sidecars, each regular init container
@@ -533,6 +543,13 @@ TEST(Extender, MalformedRequestsGet400WithAMessage) {
   bad_names["nodenames"] = "gpu-h100-1";
   json no_pod_name = Fixture("filter-args-nodenames.json");
   no_pod_name["pod"]["metadata"].erase("name");
+  // A node object nested 100,000 deep: nodes are copied to be echoed back, and the copy
+  // recursed once per level until the stack overflowed (the extender crashed).
+  std::string deep_node =
+      json{{"pod", Fixture("pod-share.json")}, {"nodes", {{"items", {Fixture("node-h100.json")}}}}}
+          .dump();
+  deep_node.replace(deep_node.find("\"metadata\""), 0,
+                    "\"x\": " + std::string(100000, '[') + std::string(100000, ']') + ", ");
   for (const Case& c : std::vector<Case>{
            {"filter", "{", "invalid JSON"},
            {"filter", "[]", "expected an object"},
@@ -544,6 +561,7 @@ TEST(Extender, MalformedRequestsGet400WithAMessage) {
            {"bind", "", "invalid JSON"},
            // A number JSON can write and a double cannot hold (found by extender_request_fuzz).
            {"filter", R"({"nodenames": [], "x": 1E400})", "invalid JSON"},
+           {"filter", deep_node, "ExtenderArgs: JSON nested deeper than 100 levels"},
        }) {
     httplib::Result r = ext.Post(c.verb, c.body);
     ASSERT_TRUE(r);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "adapters/io/files.h"
+#include "adapters/io/json_text.h"
 #include "base/status.h"
 #include "nlohmann/json.hpp"
 
@@ -26,14 +27,14 @@ std::string StringField(const json& object, const char* key) {
 absl::StatusOr<PromValue> Sample(const json& pair) {
   if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number() || !pair[1].is_string()) {
     return absl::InternalError(
-        absl::StrCat("Prometheus: expected a sample [time, \"value\"], found ", pair.dump()));
+        absl::StrCat("Prometheus: expected a sample [time, \"value\"], found ", QuoteJson(pair)));
   }
   const double t = pair[0].get<double>();
   // Within +-10^11 s of 1970 (years -1200 to 5100): beyond that no clock is, and the
   // conversion to microseconds would overflow.
   if (!(std::abs(t) <= 1e11)) {
-    return absl::InternalError(
-        absl::StrCat("Prometheus: sample time ", pair[0].dump(), " is not a Unix time in seconds"));
+    return absl::InternalError(absl::StrCat("Prometheus: sample time ", QuoteJson(pair[0]),
+                                            " is not a Unix time in seconds"));
   }
   PromValue v;
   v.sampled = absl::FromUnixMicros(static_cast<int64_t>(t * 1e6));
@@ -84,7 +85,9 @@ absl::StatusOr<PromValue> ParsePromResponse(long http_status, const std::string&
   }
   const json& data = j["data"];
   std::string type = StringField(data, "resultType");
-  const json& result = data.contains("result") ? data["result"] : json();
+  // (A ternary with json() in one arm would copy the result, recursing once per level of it.)
+  static const json kNull;
+  const json& result = data.contains("result") ? data["result"] : kNull;
   if (type == "scalar") {
     return Sample(result);
   }

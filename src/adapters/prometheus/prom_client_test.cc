@@ -157,6 +157,15 @@ TEST(PromClient, ParsesOddBodies) {
       code(200, R"({"status":"success","data":{"resultType":"scalar","result":[1e300,"1"]}})");
   EXPECT_EQ(far.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(far.message(), HasSubstr("sample time"));
+  // A sample nested 100,000 deep: quoting it whole in the error overflowed the stack.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  absl::Status nested =
+      ParsePromResponse(
+          200, absl::StrCat(R"({"status":"success","data":{"resultType":"scalar","result":)", deep,
+                            "}}"))
+          .status();
+  EXPECT_THAT(nested.message(), HasSubstr("found an array of 1 element"));
+  EXPECT_LT(nested.message().size(), 200u);
 }
 
 // A Prometheus behind authentication: what each query carried, answered with 17.
