@@ -90,8 +90,12 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
       std::cerr << "tessera scheduler-extender: restore: " << p << "\n";
     }
   } else if (have_api) {
-    if (absl::Status s = svc.Sync(); !s.ok()) {
-      return Fail(absl::StrCat("initial sync from the API: ", s.message()));
+    absl::StatusOr<std::vector<std::string>> problems = svc.Sync();
+    if (!problems.ok()) {
+      return Fail(absl::StrCat("initial sync from the API: ", problems.status().message()));
+    }
+    for (const std::string& p : *problems) {
+      std::cerr << "tessera scheduler-extender: restore: " << p << "\n";
     }
   }
   std::cerr << "tessera scheduler-extender: policy " << flags.policy << ", " << svc.held_pods()
@@ -114,8 +118,14 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         if (clock.Now() < next) continue;
         next += period;
-        if (absl::Status s = svc.Sync(); !s.ok()) {
-          std::cerr << "tessera scheduler-extender: resync: " << s.message() << "\n";
+        absl::StatusOr<std::vector<std::string>> problems = svc.Sync();
+        if (!problems.ok()) {
+          std::cerr << "tessera scheduler-extender: resync: " << problems.status().message()
+                    << "\n";
+          continue;
+        }
+        for (const std::string& p : *problems) {
+          std::cerr << "tessera scheduler-extender: resync: " << p << "\n";
         }
       }
     });

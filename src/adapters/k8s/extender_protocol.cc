@@ -289,11 +289,12 @@ absl::StatusOr<PodInfo> DecodePod(const json& pod, const std::string& path) {
                            MetaString(pod, "annotations", kGpuAssignmentAnnotation, path));
   if (!assignment.empty()) {
     absl::StatusOr<Assignment> a = DecodeAssignment(assignment);
-    if (!a.ok()) {
-      return Bad(absl::StrCat(path, ".metadata.annotations[\"", kGpuAssignmentAnnotation, "\"]"),
-                 a.status().message());
+    if (a.ok()) {
+      p.assignment = *a;
+    } else {
+      p.assignment_error = absl::StrCat(path, ".metadata.annotations[\"", kGpuAssignmentAnnotation,
+                                        "\"]: ", a.status().message());
     }
-    p.assignment = *a;
   }
   return p;
 }

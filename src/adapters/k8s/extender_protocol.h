@@ -39,6 +39,9 @@ struct PodInfo {
   // object is well-formed, the pod's spec is not, and kube-scheduler should say so on the pod.
   std::string request_error;
   std::optional<placement::gpushare::Assignment> assignment;  // from the annotation
+  // Set when the tessera.io/gpu-assignment annotation cannot be read (assignment is then empty).
+  // Anyone who can edit the pod can write it; one such pod must not stop the extender's restore.
+  std::string assignment_error;
 
   // Still holds its node's resources (bound, not Succeeded or Failed).
   bool active() const { return !node_name.empty() && phase != "Succeeded" && phase != "Failed"; }

@@ -39,26 +39,37 @@ std::vector<std::string> ExtenderService::Rebuild(const std::vector<OnlineNode>&
       problems.push_back(absl::StrCat("pod ", uid, " no longer fits node ", n.name));
     }
   }
-  std::map<std::string, Assignment> live;
-  for (const PodInfo& p : pods) {
-    if (p.active() && p.assignment.has_value()) {
-      if (p.assignment->node != p.node_name) {
-        problems.push_back(absl::StrCat("pod ", p.ns, "/", p.name, ": annotation names node ",
-                                        p.assignment->node, " but the pod runs on ", p.node_name,
-                                        "; ignored"));
-        continue;
-      }
-      live[p.uid] = *p.assignment;
-    }
-  }
+  std::map<std::string, Assignment> live = LiveAssignments(pods, &problems);
   auto r = cluster_.Resync(live, /*since=*/cluster_.generation());
   for (std::string& c : r.conflicts) {
     problems.push_back(std::move(c));
   }
+  restore_problems_.store(static_cast<int64_t>(problems.size()));
   return problems;
 }
 
-absl::Status ExtenderService::Sync() {
+std::map<std::string, Assignment> ExtenderService::LiveAssignments(
+    const std::vector<PodInfo>& pods, std::vector<std::string>* problems) {
+  std::map<std::string, Assignment> live;
+  for (const PodInfo& p : pods) {
+    if (!p.active()) continue;
+    if (!p.assignment_error.empty()) {
+      problems->push_back(absl::StrCat("pod ", p.ns, "/", p.name, " on ", p.node_name, ": ",
+                                       p.assignment_error,
+                                       "; the GPUs it holds are not counted until it is fixed "
+                                       "or the pod ends"));
+    } else if (p.assignment.has_value() && p.assignment->node != p.node_name) {
+      problems->push_back(absl::StrCat("pod ", p.ns, "/", p.name, ": annotation names node ",
+                                       p.assignment->node, " but the pod runs on ", p.node_name,
+                                       "; ignored"));
+    } else if (p.assignment.has_value()) {
+      live[p.uid] = *p.assignment;
+    }
+  }
+  return live;
+}
+
+absl::StatusOr<std::vector<std::string>> ExtenderService::Sync() {
   if (kube_ == nullptr) {
     return absl::FailedPreconditionError("no Kubernetes API configured");
   }
@@ -75,18 +86,20 @@ absl::Status ExtenderService::Sync() {
                                                            UrlEscape("spec.nodeName!=")));
   TESSERA_RETURN_IF_ERROR(KubeClient::Check(pods_r, "list pods"));
   TESSERA_ASSIGN_OR_RETURN(std::vector<PodInfo> pods, DecodePodList(pods_r.body));
+  std::vector<std::string> problems;
+  std::map<std::string, Assignment> live = LiveAssignments(pods, &problems);
   absl::MutexLock lock(&mu_);
   for (const OnlineNode& n : nodes) {
-    cluster_.UpsertNode(n);
-  }
-  std::map<std::string, Assignment> live;
-  for (const PodInfo& p : pods) {
-    if (p.active() && p.assignment.has_value() && p.assignment->node == p.node_name) {
-      live[p.uid] = *p.assignment;
+    for (const std::string& uid : cluster_.UpsertNode(n)) {
+      problems.push_back(absl::StrCat("pod ", uid, " no longer fits node ", n.name));
     }
   }
-  cluster_.Resync(live, since);
-  return absl::OkStatus();
+  auto r = cluster_.Resync(live, since);
+  for (std::string& c : r.conflicts) {
+    problems.push_back(std::move(c));
+  }
+  restore_problems_.store(static_cast<int64_t>(problems.size()));
+  return problems;
 }
 
 void ExtenderService::LearnNodes(const ExtenderArgs& args) {
@@ -298,12 +311,16 @@ HttpReply ExtenderService::Metrics() const {
                       key.second, "\"} ", n, "\n");
     }
   }
-  absl::StrAppend(&out,
-                  "# HELP tessera_extender_binds_total Bind outcomes.\n"
-                  "# TYPE tessera_extender_binds_total counter\n"
-                  "tessera_extender_binds_total{result=\"ok\"} ",
-                  binds_ok_.load(), "\ntessera_extender_binds_total{result=\"failed\"} ",
-                  binds_failed_.load(), "\n");
+  absl::StrAppend(
+      &out,
+      "# HELP tessera_extender_binds_total Bind outcomes.\n"
+      "# TYPE tessera_extender_binds_total counter\n"
+      "tessera_extender_binds_total{result=\"ok\"} ",
+      binds_ok_.load(), "\ntessera_extender_binds_total{result=\"failed\"} ", binds_failed_.load(),
+      "\n# HELP tessera_extender_restore_problems Active pods the last restore or "
+      "resync could not hold (logged one line each).\n"
+      "# TYPE tessera_extender_restore_problems gauge\ntessera_extender_restore_problems ",
+      restore_problems_.load(), "\n");
   absl::MutexLock lock(&mu_);
   absl::StrAppend(&out,
                   "# HELP tessera_extender_gpu_milli Milli-GPU on the nodes the extender knows.\n"

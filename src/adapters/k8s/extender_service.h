@@ -41,13 +41,15 @@ class ExtenderService {
                   std::unique_ptr<KubeClient> kube);
 
   // Sets the state from a node list and a pod list (restart recovery from files or the API).
-  // Pods whose recorded assignment no longer fits are reported, not held.
+  // Returns the problems, one line each: pods whose recorded assignment no longer fits, names
+  // another node than the pod runs on, or cannot be read are reported, not held.
   std::vector<std::string> Rebuild(const std::vector<placement::gpushare::OnlineNode>& nodes,
                                    const std::vector<PodInfo>& pods);
   // Lists nodes and pods through the API and resyncs: pods that left release their GPUs,
   // pods bound elsewhere (another scheduler replica) are held. Reservations made while the
-  // list was in flight are kept.
-  absl::Status Sync();
+  // list was in flight are kept. Returns the problems as Rebuild does; an error only when the
+  // lists cannot be had.
+  absl::StatusOr<std::vector<std::string>> Sync();
 
   HttpReply Filter(const std::string& body);
   HttpReply Prioritize(const std::string& body);
@@ -63,6 +65,9 @@ class ExtenderService {
   void LearnNodes(const ExtenderArgs& args);
   void Remember(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Count(const std::string& verb, int status) const;
+  // The assignments of the active pods that can be held, and a line for each that cannot.
+  static std::map<std::string, placement::gpushare::Assignment> LiveAssignments(
+      const std::vector<PodInfo>& pods, std::vector<std::string>* problems);
 
   std::unique_ptr<KubeClient> kube_;
   mutable absl::Mutex mu_;
@@ -74,6 +79,7 @@ class ExtenderService {
   mutable std::map<std::pair<std::string, int>, int64_t> calls_ ABSL_GUARDED_BY(metrics_mu_);
   std::atomic<int64_t> binds_ok_{0};
   std::atomic<int64_t> binds_failed_{0};
+  std::atomic<int64_t> restore_problems_{0};  // of the last Rebuild or Sync
 };
 
 // Serves `svc` on host:port until `*stop` becomes true (checked every 100 ms). Returns when

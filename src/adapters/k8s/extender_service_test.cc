@@ -604,11 +604,35 @@ TEST(Extender, BindAnnotatesThenBindsAndRestartRestores) {
     ASSERT_TRUE(held.has_value());
     EXPECT_EQ(*held, *a);
   }
+  // Two running pods whose annotation anyone who can edit a pod could have written: not JSON,
+  // and nested 100,000 deep. Before, either made the whole pod list unreadable, so the extender
+  // could not start (nor resync).
+  for (const auto& [name, text] : std::vector<std::pair<std::string, std::string>>{
+           {"edited", "{\"node\": \"gpu-h100-1\", \"gpus\": \"0\"}"},
+           {"deep", std::string(100000, '[') + std::string(100000, ']')}}) {
+    json other = Fixture("pod-share.json");
+    other["metadata"]["name"] = name;
+    other["metadata"]["uid"] = "uid-" + name;
+    other["metadata"]["annotations"][kGpuAssignmentAnnotation] = text;
+    other["spec"]["nodeName"] = "gpu-h100-1";
+    other["status"]["phase"] = "Running";
+    api.AddPod(other);
+  }
   // A new process: Sync lists nodes and pods and holds the same GPUs again.
   Served again(kubeconfig);
-  ASSERT_TRUE(again.svc->Sync().ok());
+  absl::StatusOr<std::vector<std::string>> problems = again.svc->Sync();
+  ASSERT_TRUE(problems.ok()) << problems.status();
   EXPECT_EQ(again.svc->Held(pod["metadata"]["uid"]), held);
   EXPECT_EQ(again.svc->held_pods(), 1);
+  ASSERT_EQ(problems->size(), 2u);
+  EXPECT_THAT((*problems)[0],
+              HasSubstr("pod inference/deep on gpu-h100-1: items[1].metadata.annotations["
+                        "\"tessera.io/gpu-assignment\"]: tessera.io/gpu-assignment: JSON nested "
+                        "deeper than 100 levels; the GPUs it holds are not counted"));
+  EXPECT_THAT((*problems)[1], HasSubstr("pod inference/edited on gpu-h100-1: "));
+  EXPECT_THAT((*problems)[1],
+              HasSubstr("tessera.io/gpu-assignment.gpus: expected an array of indices"));
+  EXPECT_THAT(again.svc->Metrics().body, HasSubstr("\ntessera_extender_restore_problems 2\n"));
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 
