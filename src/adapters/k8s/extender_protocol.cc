@@ -326,11 +326,18 @@ absl::StatusOr<OnlineNode> DecodeNode(const json& node, const std::string& path)
   }
   absl::StatusOr<const model::GpuModel*> gm =
       model::GpuCatalog::Default().Lookup(product, memory_mib);
-  if (!gm.ok()) {
-    return Bad(labels + "[\"nvidia.com/gpu.product\"]", gm.status().message());
+  if (gm.ok()) {
+    n.model = (*gm)->name;
+    n.gpu_memory_bytes = memory_mib.has_value() ? *memory_mib * kMiB : (*gm)->memory_bytes;
+  } else if (memory_mib.has_value()) {
+    // A model the catalog lacks (an A40, an RTX card): shared by the memory GFD reports, under
+    // the product name, which no pod's model constraint (catalog names) matches. Before, one
+    // such node made the whole node list unreadable and the extender could not start.
+    n.model = std::string(absl::StripAsciiWhitespace(product));
+    n.gpu_memory_bytes = *memory_mib * kMiB;
+  } else {
+    return n;  // nor its memory: not shared by the extender, as without GFD
   }
-  n.model = (*gm)->name;
-  n.gpu_memory_bytes = memory_mib.has_value() ? *memory_mib * kMiB : (*gm)->memory_bytes;
   // Allocatable counts what the device plugin advertises now; the label what GFD saw.
   std::string count_text;
   const json* status = Member(node, "status");

@@ -288,6 +288,25 @@ TEST(ExtenderProtocol, DecodesRecordedNodesAndPods) {
   absl::StatusOr<OnlineNode> cpu = DecodeNode(Fixture("node-cpu.json"));
   ASSERT_TRUE(cpu.ok());
   EXPECT_EQ(cpu->gpus, 0);
+  // A model outside the catalog: shared by the memory GFD reports, under its product name; one
+  // such node made the whole node list fail (the extender could not start). Without the memory
+  // label it is not shared, as a node without GFD labels.
+  json a40 = Fixture("node-l4.json");
+  a40["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-A40";
+  a40["metadata"]["labels"]["nvidia.com/gpu.memory"] = "46068";
+  absl::StatusOr<OnlineNode> other = DecodeNode(a40);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->model, "NVIDIA-A40");
+  EXPECT_EQ(other->gpus, 2);
+  EXPECT_EQ(other->gpu_memory_bytes, int64_t{46068} << 20);
+  a40["metadata"]["labels"].erase("nvidia.com/gpu.memory");
+  other = DecodeNode(a40);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->model, "");
+  absl::StatusOr<std::vector<OnlineNode>> list = DecodeNodeListJson(
+      json{{"items", {Fixture("node-h100.json"), a40, Fixture("node-l4.json")}}}.dump());
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->size(), 3u);
 
   absl::StatusOr<PodInfo> share = DecodePod(Fixture("pod-share.json"));
   ASSERT_TRUE(share.ok()) << share.status();
@@ -514,6 +533,21 @@ TEST(Extender, FilterAndPrioritizeInBothNodeCacheModes) {
   ASSERT_EQ(f["nodes"]["items"].size(), 2u);
   EXPECT_EQ(f["nodes"]["items"][0], Fixture("node-h100.json"));
   EXPECT_EQ(f["nodes"]["items"][1]["metadata"]["name"], "gpu-l4-1");
+
+  // A GPU model outside the catalog (48 GB A40s here): the 18Gi share pod fits it by the memory
+  // GFD reports; the whole request was refused with "unknown GPU model" before.
+  json a40 = Fixture("node-l4.json");
+  a40["metadata"]["name"] = "gpu-a40-1";
+  a40["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-A40";
+  a40["metadata"]["labels"]["nvidia.com/gpu.memory"] = "46068";
+  json args = ArgsWithNodes(Fixture("pod-share.json"), {"node-cpu.json"});
+  args["nodes"]["items"].push_back(a40);
+  r = ext.Post("filter", args.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  f = json::parse(r->body);
+  ASSERT_EQ(f["nodes"]["items"].size(), 1u) << r->body;
+  EXPECT_EQ(f["nodes"]["items"][0]["metadata"]["name"], "gpu-a40-1");
 
   r = ext.Post("prioritize",
                ArgsWithNodes(Fixture("pod-share.json"), {"node-h100.json", "node-l4.json"}).dump());
