@@ -496,12 +496,27 @@ namespace {
 // The items of a v1 list (PodList, NodeList, kubectl's List), each decoded by `decode`.
 template <typename T, typename Decode>
 absl::StatusOr<std::vector<T>> DecodeList(absl::string_view body, absl::string_view kind,
-                                          Decode decode) {
+                                          std::string* continue_token, Decode decode) {
   TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(body, kind));
-  TESSERA_ASSIGN_OR_RETURN(std::vector<json> items, ListItems(j, std::string(kind)));
+  TESSERA_RETURN_IF_ERROR(RequireObject(j, std::string(kind)));
+  if (continue_token != nullptr) {
+    continue_token->clear();
+    if (const json* meta = Member(j, "metadata"); meta != nullptr) {
+      TESSERA_RETURN_IF_ERROR(RequireObject(*meta, absl::StrCat(kind, ".metadata")));
+      TESSERA_ASSIGN_OR_RETURN(*continue_token,
+                               StringAt(*meta, "continue", absl::StrCat(kind, ".metadata"), false));
+    }
+  }
   std::vector<T> out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    TESSERA_ASSIGN_OR_RETURN(T v, decode(items[i], absl::StrCat("items[", i, "]")));
+  const json* items = Member(j, "items");
+  if (items == nullptr) return out;
+  if (!items->is_array()) {
+    return Bad(absl::StrCat(kind, ".items"),
+               absl::StrCat("expected an array, found ", TypeName(*items)));
+  }
+  out.reserve(items->size());
+  for (size_t i = 0; i < items->size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(T v, decode((*items)[i], absl::StrCat("items[", i, "]")));
     out.push_back(std::move(v));
   }
   return out;
@@ -509,14 +524,18 @@ absl::StatusOr<std::vector<T>> DecodeList(absl::string_view body, absl::string_v
 
 }  // namespace
 
-absl::StatusOr<std::vector<PodInfo>> DecodePodList(absl::string_view body) {
+absl::StatusOr<std::vector<PodInfo>> DecodePodList(absl::string_view body,
+                                                   std::string* continue_token) {
   return DecodeList<PodInfo>(
-      body, "PodList", [](const json& j, const std::string& path) { return DecodePod(j, path); });
+      body, "PodList", continue_token,
+      [](const json& j, const std::string& path) { return DecodePod(j, path); });
 }
 
-absl::StatusOr<std::vector<OnlineNode>> DecodeNodeListJson(absl::string_view body) {
+absl::StatusOr<std::vector<OnlineNode>> DecodeNodeListJson(absl::string_view body,
+                                                           std::string* continue_token) {
   return DecodeList<OnlineNode>(
-      body, "NodeList", [](const json& j, const std::string& path) { return DecodeNode(j, path); });
+      body, "NodeList", continue_token,
+      [](const json& j, const std::string& path) { return DecodeNode(j, path); });
 }
 
 }  // namespace tessera::adapters

@@ -83,10 +83,12 @@ nlohmann::json EncodeBindingResult(const std::string& error);
 std::string EncodeAssignment(const placement::gpushare::Assignment& a);
 absl::StatusOr<placement::gpushare::Assignment> DecodeAssignment(absl::string_view text);
 
-// A v1 PodList / NodeList (or kubectl's List).
-absl::StatusOr<std::vector<PodInfo>> DecodePodList(absl::string_view body);
+// A v1 PodList / NodeList (or kubectl's List). `continue_token` (optional) receives the list's
+// metadata.continue: "" on the last page of a paged list (limit=N), else the next page's token.
+absl::StatusOr<std::vector<PodInfo>> DecodePodList(absl::string_view body,
+                                                   std::string* continue_token = nullptr);
 absl::StatusOr<std::vector<placement::gpushare::OnlineNode>> DecodeNodeListJson(
-    absl::string_view body);
+    absl::string_view body, std::string* continue_token = nullptr);
 
 // Parses a JSON body; InvalidArgument naming the byte offset on a syntax error.
 absl::StatusOr<nlohmann::json> ParseJson(absl::string_view body, absl::string_view what);

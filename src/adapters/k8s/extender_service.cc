@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 
@@ -17,6 +18,48 @@ using placement::gpushare::GpuRequest;
 using placement::gpushare::OnlineNode;
 
 constexpr size_t kRememberedRequests = 4096;
+
+// Objects per page when listing (the API server's chunking: limit and continue), as kubectl and
+// client-go's informers do: a cluster with tens of thousands of pods is read in bounded pages,
+// not one response of hundreds of megabytes.
+constexpr int kListPage = 500;
+
+// Every object of a collection, page by page. A continue token that expired between pages (410
+// Gone: the snapshot was compacted) restarts the list, twice at most.
+template <typename T, typename Decode>
+absl::StatusOr<std::vector<T>> ListAll(const KubeClient& kube, const std::string& path,
+                                       const std::string& what, Decode decode) {
+  for (int attempt = 0;; ++attempt) {
+    std::vector<T> all;
+    std::string token;
+    bool expired = false;
+    do {
+      std::string url =
+          absl::StrCat(path, absl::StrContains(path, '?') ? "&" : "?", "limit=", kListPage);
+      if (!token.empty()) absl::StrAppend(&url, "&continue=", UrlEscape(token));
+      TESSERA_ASSIGN_OR_RETURN(KubeResponse r, kube.Get(url));
+      if (r.status == 410 && !token.empty() && attempt < 2) {
+        expired = true;
+        break;
+      }
+      TESSERA_RETURN_IF_ERROR(KubeClient::Check(r, what));
+      std::string next;
+      absl::StatusOr<std::vector<T>> page = decode(r.body, &next);
+      if (!page.ok()) {
+        return absl::Status(page.status().code(), absl::StrCat(what, ", objects ", all.size(),
+                                                               " on: ", page.status().message()));
+      }
+      if (!next.empty() && next == token) {
+        return absl::InternalError(
+            absl::StrCat(what, ": the API answered the same continue token twice"));
+      }
+      all.insert(all.end(), std::make_move_iterator(page->begin()),
+                 std::make_move_iterator(page->end()));
+      token = std::move(next);
+    } while (!token.empty());
+    if (!expired) return all;
+  }
+}
 
 HttpReply Json(int status, const json& body) { return {status, "application/json", body.dump()}; }
 
@@ -78,14 +121,17 @@ absl::StatusOr<std::vector<std::string>> ExtenderService::Sync() {
     absl::MutexLock lock(&mu_);
     since = cluster_.generation();
   }
-  TESSERA_ASSIGN_OR_RETURN(KubeResponse nodes_r, kube_->Get("/api/v1/nodes"));
-  TESSERA_RETURN_IF_ERROR(KubeClient::Check(nodes_r, "list nodes"));
-  TESSERA_ASSIGN_OR_RETURN(std::vector<OnlineNode> nodes, DecodeNodeListJson(nodes_r.body));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<OnlineNode> nodes,
+                           ListAll<OnlineNode>(*kube_, "/api/v1/nodes", "list nodes",
+                                               [](absl::string_view body, std::string* next) {
+                                                 return DecodeNodeListJson(body, next);
+                                               }));
   // Only pods on a node hold GPUs; the field selector keeps the list small.
-  TESSERA_ASSIGN_OR_RETURN(KubeResponse pods_r, kube_->Get("/api/v1/pods?fieldSelector=" +
-                                                           UrlEscape("spec.nodeName!=")));
-  TESSERA_RETURN_IF_ERROR(KubeClient::Check(pods_r, "list pods"));
-  TESSERA_ASSIGN_OR_RETURN(std::vector<PodInfo> pods, DecodePodList(pods_r.body));
+  TESSERA_ASSIGN_OR_RETURN(
+      std::vector<PodInfo> pods,
+      ListAll<PodInfo>(
+          *kube_, "/api/v1/pods?fieldSelector=" + UrlEscape("spec.nodeName!="), "list pods",
+          [](absl::string_view body, std::string* next) { return DecodePodList(body, next); }));
   std::vector<std::string> problems;
   std::map<std::string, Assignment> live = LiveAssignments(pods, &problems);
   absl::MutexLock lock(&mu_);

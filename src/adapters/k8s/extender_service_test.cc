@@ -11,6 +11,9 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "adapters/io/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -48,9 +51,12 @@ class FakeApi {
     nodes_ = {Fixture("node-h100.json"), Fixture("node-l4.json"), Fixture("node-cpu.json")};
     server_.Get("/api/v1/nodes", [this](const httplib::Request& req, httplib::Response& res) {
       if (!Authorized(req, res)) return;
-      std::lock_guard<std::mutex> l(mu_);
-      res.set_content(json{{"apiVersion", "v1"}, {"kind", "NodeList"}, {"items", nodes_}}.dump(),
-                      "application/json");
+      std::vector<json> nodes;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        nodes = nodes_;
+      }
+      ServeList(req, res, "NodeList", nodes);
     });
     server_.Get(R"(/api/v1/nodes/([^/]+))",
                 [this](const httplib::Request& req, httplib::Response& res) {
@@ -70,11 +76,7 @@ class FakeApi {
         Reject(res, "expected fieldSelector=spec.nodeName!=");
         return;
       }
-      std::lock_guard<std::mutex> l(mu_);
-      json items = json::array();
-      for (const auto& [key, p] : pods_) items.push_back(p);
-      res.set_content(json{{"apiVersion", "v1"}, {"kind", "PodList"}, {"items", items}}.dump(),
-                      "application/json");
+      ServeList(req, res, "PodList", Pods());
     });
     server_.Get(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+))",
                 [this](const httplib::Request& req, httplib::Response& res) {
@@ -131,6 +133,20 @@ class FakeApi {
     std::lock_guard<std::mutex> l(mu_);
     return patches_;
   }
+  // Lists answer at most `n` objects a page (the API server may return fewer than the limit).
+  void CapPagesAt(size_t n) {
+    std::lock_guard<std::mutex> l(mu_);
+    page_cap_ = n;
+  }
+  // The next list call that carries a continue token gets 410 Gone (the snapshot was compacted).
+  void ExpireNextContinue() {
+    std::lock_guard<std::mutex> l(mu_);
+    expire_next_continue_ = true;
+  }
+  int list_pages() {
+    std::lock_guard<std::mutex> l(mu_);
+    return list_pages_;
+  }
 
   // A kubeconfig pointing at this server with a bearer token.
   std::string WriteKubeconfig(const std::string& dir) {
@@ -154,6 +170,47 @@ class FakeApi {
       return false;
     }
     return true;
+  }
+  // A list as the API server chunks it: `limit` objects at most, metadata.continue naming where
+  // the next page starts ("" on the last), 410 Gone for a token that expired.
+  void ServeList(const httplib::Request& req, httplib::Response& res, const std::string& kind,
+                 const std::vector<json>& items) {
+    size_t limit = 0;
+    if (!absl::SimpleAtoi(req.get_param_value("limit"), &limit) || limit == 0) {
+      return Reject(res, "a list without a positive limit: " + req.path);
+    }
+    std::string token = req.get_param_value("continue");
+    size_t start = 0;
+    std::lock_guard<std::mutex> l(mu_);
+    if (!token.empty()) {
+      if (expire_next_continue_) {
+        expire_next_continue_ = false;
+        res.status = 410;
+        res.set_content(json{{"kind", "Status"},
+                             {"status", "Failure"},
+                             {"reason", "Expired"},
+                             {"message", "The provided continue parameter is too old"},
+                             {"code", 410}}
+                            .dump(),
+                        "application/json");
+        return;
+      }
+      if (!absl::StartsWith(token, "next:") || !absl::SimpleAtoi(token.substr(5), &start) ||
+          start >= items.size()) {
+        res.status = 400;
+        problems_.push_back("bad continue token " + token);
+        return;
+      }
+    }
+    ++list_pages_;
+    size_t end = std::min(items.size(), start + std::min(limit, page_cap_));
+    json page = json::array();
+    for (size_t i = start; i < end; ++i) page.push_back(items[i]);
+    json meta = {{"resourceVersion", "12345"}};
+    if (end < items.size()) meta["continue"] = absl::StrCat("next:", end);
+    res.set_content(
+        json{{"apiVersion", "v1"}, {"kind", kind}, {"metadata", meta}, {"items", page}}.dump(),
+        "application/json");
   }
   void Reject(httplib::Response& res, const std::string& why) {
     res.status = 400;
@@ -230,6 +287,9 @@ class FakeApi {
   std::vector<std::string> problems_;
   std::set<std::string> fail_binding_;
   int patches_ = 0;
+  size_t page_cap_ = 1000;
+  bool expire_next_continue_ = false;
+  int list_pages_ = 0;
 };
 
 // The extender, served over HTTP on a free port.
@@ -667,6 +727,35 @@ TEST(Extender, BindAnnotatesThenBindsAndRestartRestores) {
   EXPECT_THAT((*problems)[1],
               HasSubstr("tessera.io/gpu-assignment.gpus: expected an array of indices"));
   EXPECT_THAT(again.svc->Metrics().body, HasSubstr("\ntessera_extender_restore_problems 2\n"));
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+// Lists are read in pages (limit and continue), as the API server chunks them; an expired token
+// restarts the list.
+TEST(Extender, SyncListsInPagesAndRestartsOnAnExpiredToken) {
+  FakeApi api;
+  for (int i = 0; i < 7; ++i) {
+    json p = SharePod(i, "10Gi", "100m");
+    p["spec"]["nodeName"] = "gpu-h100-1";
+    p["status"]["phase"] = "Running";
+    p["metadata"]["annotations"][kGpuAssignmentAnnotation] =
+        EncodeAssignment({.node = "gpu-h100-1", .gpus = {i}, .milli_per_gpu = 130});
+    api.AddPod(p);
+  }
+  api.CapPagesAt(2);  // 3 nodes in 2 pages, 7 pods in 4
+  Served ext(api.WriteKubeconfig(TempDir()));
+  absl::StatusOr<std::vector<std::string>> problems = ext.svc->Sync();
+  ASSERT_TRUE(problems.ok()) << problems.status();
+  EXPECT_TRUE(problems->empty()) << (*problems)[0];
+  EXPECT_EQ(ext.svc->held_pods(), 7);
+  EXPECT_EQ(api.list_pages(), 6);
+  EXPECT_THAT(ext.svc->Metrics().body, HasSubstr("\ntessera_extender_nodes 3\n"));
+
+  api.ExpireNextContinue();  // the nodes' second page: the node list starts again
+  problems = ext.svc->Sync();
+  ASSERT_TRUE(problems.ok()) << problems.status();
+  EXPECT_EQ(ext.svc->held_pods(), 7);
+  EXPECT_EQ(api.list_pages(), 6 + 1 + 6);
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 
