@@ -17,8 +17,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)adapters::DecodeBindingArgs(text);
   (void)adapters::DecodeAssignment(text);
   // What the API server answers when the extender rebuilds its state (pods, nodes).
-  (void)adapters::DecodePodList(text);
-  (void)adapters::DecodeNodeListJson(text);
+  std::string next;
+  (void)adapters::DecodePodList(text, &next);
+  (void)adapters::DecodeNodeListJson(text, &next);
   (void)adapters::DecodeKubeconfig("kubeconfig", text);
   absl::StatusOr<adapters::ExtenderArgs> args = adapters::DecodeExtenderArgs(text);
   if (args.ok()) {

@@ -76,6 +76,11 @@ ExtenderService::ExtenderService(std::unique_ptr<placement::gpushare::Policy> po
 std::vector<std::string> ExtenderService::Rebuild(const std::vector<OnlineNode>& nodes,
                                                   const std::vector<PodInfo>& pods) {
   absl::MutexLock lock(&mu_);
+  return Apply(nodes, pods, /*since=*/cluster_.generation());
+}
+
+std::vector<std::string> ExtenderService::Apply(const std::vector<OnlineNode>& nodes,
+                                                const std::vector<PodInfo>& pods, uint64_t since) {
   std::vector<std::string> problems;
   for (const OnlineNode& n : nodes) {
     for (const std::string& uid : cluster_.UpsertNode(n)) {
@@ -83,7 +88,7 @@ std::vector<std::string> ExtenderService::Rebuild(const std::vector<OnlineNode>&
     }
   }
   std::map<std::string, Assignment> live = LiveAssignments(pods, &problems);
-  auto r = cluster_.Resync(live, /*since=*/cluster_.generation());
+  auto r = cluster_.Resync(live, since);
   for (std::string& c : r.conflicts) {
     problems.push_back(std::move(c));
   }
@@ -132,20 +137,8 @@ absl::StatusOr<std::vector<std::string>> ExtenderService::Sync() {
       ListAll<PodInfo>(
           *kube_, "/api/v1/pods?fieldSelector=" + UrlEscape("spec.nodeName!="), "list pods",
           [](absl::string_view body, std::string* next) { return DecodePodList(body, next); }));
-  std::vector<std::string> problems;
-  std::map<std::string, Assignment> live = LiveAssignments(pods, &problems);
   absl::MutexLock lock(&mu_);
-  for (const OnlineNode& n : nodes) {
-    for (const std::string& uid : cluster_.UpsertNode(n)) {
-      problems.push_back(absl::StrCat("pod ", uid, " no longer fits node ", n.name));
-    }
-  }
-  auto r = cluster_.Resync(live, since);
-  for (std::string& c : r.conflicts) {
-    problems.push_back(std::move(c));
-  }
-  restore_problems_.store(static_cast<int64_t>(problems.size()));
-  return problems;
+  return Apply(nodes, pods, since);
 }
 
 void ExtenderService::LearnNodes(const ExtenderArgs& args) {

@@ -65,6 +65,11 @@ class ExtenderService {
   void LearnNodes(const ExtenderArgs& args);
   void Remember(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Count(const std::string& verb, int status) const;
+  // Upserts the nodes and holds the pods' assignments (those made since `since` are kept);
+  // returns the problems, one line each.
+  std::vector<std::string> Apply(const std::vector<placement::gpushare::OnlineNode>& nodes,
+                                 const std::vector<PodInfo>& pods, uint64_t since)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The assignments of the active pods that can be held, and a line for each that cannot.
   static std::map<std::string, placement::gpushare::Assignment> LiveAssignments(
       const std::vector<PodInfo>& pods, std::vector<std::string>* problems);
