@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -28,16 +29,20 @@ class RecordingSource final : public adapters::MetricSource {
   explicit RecordingSource(adapters::MetricSource& inner) : inner_(inner) {}
   absl::StatusOr<adapters::PromValue> Query(const std::string& promql) override {
     absl::StatusOr<adapters::PromValue> v = inner_.Query(promql);
+    std::lock_guard<std::mutex> l(mu_);  // the scaler polls services concurrently
     answers_.insert_or_assign(promql, v);
     return v;
   }
+  // Read after the poll.
   const absl::StatusOr<adapters::PromValue>* Answer(const std::string& promql) const {
+    std::lock_guard<std::mutex> l(mu_);
     auto it = answers_.find(promql);
     return it == answers_.end() ? nullptr : &it->second;
   }
 
  private:
   adapters::MetricSource& inner_;
+  mutable std::mutex mu_;
   std::map<std::string, absl::StatusOr<adapters::PromValue>> answers_;
 };
 

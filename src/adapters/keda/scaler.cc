@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -46,52 +48,65 @@ autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero, std
 }
 
 void Scaler::PollOnce() {
-  std::vector<std::string> lines;
-  for (const ServiceConfig& cfg : config_.services) {
-    std::string problems;
-    int64_t failures = 0;
-    auto read = [&](const std::string& query, bool empty_is_zero) {
-      return Read(query, empty_is_zero, &problems, &failures);
-    };
-    autoscale::Signals s;
-    s.ready = read(cfg.ready_query, /*empty_is_zero=*/false);
-    // With no replica up, the servers' series are absent, which means nothing is queued there.
-    bool none_up = s.ready.present && s.ready.value == 0;
-    // At zero the servers' queue is gone with them: the gateway's, where configured, stands in.
-    s.waiting = none_up && !cfg.activation_query.empty()
-                    ? read(cfg.activation_query, /*empty_is_zero=*/true)
-                    : read(cfg.queue_query, none_up);
-    s.running = cfg.running_query.empty() ? autoscale::Sample::At(0, clock_.Now())
-                                          : read(cfg.running_query, none_up);
-    if (!cfg.utilization_query.empty()) {
-      s.utilization = read(cfg.utilization_query, false);
-      if (none_up) s.utilization = {};
-    }
-    if (!cfg.throughput_query.empty()) s.throughput = read(cfg.throughput_query, true);
-    if (!cfg.starting_query.empty()) s.starting = read(cfg.starting_query, true);
-    absl::Time now = clock_.Now();
-    absl::MutexLock lock(&mu_);
-    Service& svc = services_[cfg.name];
-    autoscale::Decision d = autoscale::DecideReplicas(cfg.policy, s, svc.state, now);
-    const bool first = svc.polls == 0;
-    const bool changed = first || d.replicas != svc.view.replicas || d.data_ok != svc.view.data_ok;
-    const int before = svc.view.replicas;
-    svc.view.replicas = d.replicas;
-    svc.view.reason = problems.empty() ? d.reason : absl::StrCat(d.reason, " [", problems, "]");
-    svc.view.decided_at = now;
-    svc.view.data_ok = d.data_ok;
-    svc.last = s;
-    ++svc.polls;
-    svc.polls_without_data += d.data_ok ? 0 : 1;
-    svc.query_failures += failures;
-    if (log_ && changed) {
-      lines.push_back(
-          absl::StrCat(cfg.name, ": ", d.replicas, " replicas",
-                       !first && before != d.replicas ? absl::StrCat(" (was ", before, ")") : "",
-                       d.data_ok ? "" : ", data missing", ": ", svc.view.reason));
+  const size_t n = config_.services.size();
+  std::vector<std::string> lines(n);  // logged in config order, whichever thread polled
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) lines[i] = PollService(config_.services[i]);
+  };
+  std::vector<std::thread> helpers;
+  const size_t threads = std::min<size_t>(n, static_cast<size_t>(config_.poll_concurrency));
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+  if (log_) {
+    for (const std::string& line : lines) {
+      if (!line.empty()) log_(line);
     }
   }
-  for (const std::string& line : lines) log_(line);
+}
+
+std::string Scaler::PollService(const ServiceConfig& cfg) {
+  std::string problems;
+  int64_t failures = 0;
+  auto read = [&](const std::string& query, bool empty_is_zero) {
+    return Read(query, empty_is_zero, &problems, &failures);
+  };
+  autoscale::Signals s;
+  s.ready = read(cfg.ready_query, /*empty_is_zero=*/false);
+  // With no replica up, the servers' series are absent, which means nothing is queued there.
+  bool none_up = s.ready.present && s.ready.value == 0;
+  // At zero the servers' queue is gone with them: the gateway's, where configured, stands in.
+  s.waiting = none_up && !cfg.activation_query.empty()
+                  ? read(cfg.activation_query, /*empty_is_zero=*/true)
+                  : read(cfg.queue_query, none_up);
+  s.running = cfg.running_query.empty() ? autoscale::Sample::At(0, clock_.Now())
+                                        : read(cfg.running_query, none_up);
+  if (!cfg.utilization_query.empty()) {
+    s.utilization = read(cfg.utilization_query, false);
+    if (none_up) s.utilization = {};
+  }
+  if (!cfg.throughput_query.empty()) s.throughput = read(cfg.throughput_query, true);
+  if (!cfg.starting_query.empty()) s.starting = read(cfg.starting_query, true);
+  absl::Time now = clock_.Now();
+  absl::MutexLock lock(&mu_);
+  Service& svc = services_[cfg.name];
+  autoscale::Decision d = autoscale::DecideReplicas(cfg.policy, s, svc.state, now);
+  const bool first = svc.polls == 0;
+  const bool changed = first || d.replicas != svc.view.replicas || d.data_ok != svc.view.data_ok;
+  const int before = svc.view.replicas;
+  svc.view.replicas = d.replicas;
+  svc.view.reason = problems.empty() ? d.reason : absl::StrCat(d.reason, " [", problems, "]");
+  svc.view.decided_at = now;
+  svc.view.data_ok = d.data_ok;
+  svc.last = s;
+  ++svc.polls;
+  svc.polls_without_data += d.data_ok ? 0 : 1;
+  svc.query_failures += failures;
+  if (!changed) return "";
+  return absl::StrCat(cfg.name, ": ", d.replicas, " replicas",
+                      !first && before != d.replicas ? absl::StrCat(" (was ", before, ")") : "",
+                      d.data_ok ? "" : ", data missing", ": ", svc.view.reason);
 }
 
 void Scaler::CountRpc(const std::string& method, const std::string& code) {

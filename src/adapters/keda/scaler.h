@@ -29,6 +29,7 @@
 
 namespace tessera::adapters {
 
+// Query may be called from several threads at once (the scaler polls services concurrently).
 class MetricSource {
  public:
   virtual ~MetricSource() = default;
@@ -61,7 +62,8 @@ class Scaler {
   using LogSink = std::function<void(const std::string& line)>;
   Scaler(ScalerConfig config, MetricSource& source, const Clock& clock, LogSink log = nullptr);
 
-  // Queries every service's signals and decides. Called every poll interval.
+  // Queries every service's signals and decides, config().poll_concurrency services at once.
+  // Called every poll interval.
   void PollOnce();
   // NotFound for an unknown service.
   absl::StatusOr<ScalerView> View(const std::string& service) const;
@@ -84,6 +86,8 @@ class Scaler {
     int64_t polls_without_data = 0;  // decided without fresh data (held)
     int64_t query_failures = 0;      // a query failed or found no series where one is needed
   };
+  // One service's queries and decision; its log line if the decision changed, else "".
+  std::string PollService(const ServiceConfig& cfg);
   // A decision GetMetrics may answer: made on fresh data, and not older than staleAfter.
   static bool FreshAt(const ScalerView& v, const ServiceConfig& cfg, absl::Time now);
   // Counts into *failures a query that gives no sample.

@@ -156,8 +156,8 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
   ScalerConfig c;
   Field prom = doc.Get("prometheus");
   TESSERA_RETURN_IF_ERROR(prom.RequireMap());
-  TESSERA_RETURN_IF_ERROR(prom.OnlyKeys(
-      {"url", "timeout", "pollInterval", "bearerTokenFile", "basicAuth", "headers", "tls"}));
+  TESSERA_RETURN_IF_ERROR(prom.OnlyKeys({"url", "timeout", "pollInterval", "concurrency",
+                                         "bearerTokenFile", "basicAuth", "headers", "tls"}));
   std::string& url = c.prometheus.url;
   TESSERA_ASSIGN_OR_RETURN(url, prom.Get("url").String());
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
@@ -180,6 +180,8 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
     return prom.Error("timeout and pollInterval must be above 0");
   }
   c.prometheus.timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
+  TESSERA_ASSIGN_OR_RETURN(c.poll_concurrency,
+                           ReadInt(prom.Get("concurrency"), 1, 64, c.poll_concurrency));
   TESSERA_RETURN_IF_ERROR(ReadPrometheusAccess(prom, c));
   if (Field tls = doc.Get("tls"); tls.present()) {
     TESSERA_RETURN_IF_ERROR(tls.RequireMap());

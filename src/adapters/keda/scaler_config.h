@@ -35,6 +35,9 @@ struct ScalerConfig {
   // apply), extra headers and TLS options.
   PromConfig prometheus;
   absl::Duration poll_interval = absl::Seconds(5);
+  // Services polled at once (each asks its queries in turn), so at most this many queries are in
+  // flight: a poll of many services takes about services / concurrency times one service's.
+  int poll_concurrency = 8;
   std::string tls_cert_file;  // server certificate (PEM); with tls_key_file enables TLS
   std::string tls_key_file;
   std::string tls_client_ca_file;  // optional: require client certificates signed by it

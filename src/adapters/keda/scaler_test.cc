@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -52,6 +53,69 @@ absl::StatusOr<ScalerConfig> ConfigWith(const std::string& services,
                                                    "kind: ScalerConfig\n"
                                                    "prometheus: {url: \"http://prom:9090\"",
                                                    prometheus_extra, "}\nservices:\n", services));
+}
+
+// Counts the queries in flight at once; each takes a millisecond.
+class SlowSource final : public MetricSource {
+ public:
+  absl::StatusOr<PromValue> Query(const std::string& promql) override {
+    const int now = ++in_flight_;
+    int seen = most_.load();
+    while (now > seen && !most_.compare_exchange_weak(seen, now)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    --in_flight_;
+    PromValue v;
+    // "waiting-7" -> 70; ready -> 1; the rest 0.
+    v.value = absl::StartsWith(promql, "waiting-") ? 10.0 * std::stoi(promql.substr(8))
+              : promql == "ready"                  ? 1
+                                                   : 0;
+    v.sampled = absl::FromUnixSeconds(1764700000);
+    return v;
+  }
+  int most() const { return most_.load(); }
+
+ private:
+  std::atomic<int> in_flight_{0};
+  std::atomic<int> most_{0};
+};
+
+// Services are polled prometheus.concurrency at a time: the same decisions and log lines, in
+// config order, as one at a time, with no more queries in flight than the bound.
+TEST(Scaler, PollsServicesConcurrentlyWithinTheBound) {
+  std::string services;
+  for (int i = 0; i < 24; ++i) {
+    absl::StrAppend(&services, "  - {name: s", i, ", queueQuery: waiting-", i,
+                    ", runningQuery: running, readyQuery: ready, maxReplicas: 1000}\n");
+  }
+  std::vector<std::string> logs[2];
+  std::vector<int> replicas[2];
+  int most[2] = {0, 0};
+  for (int run = 0; run < 2; ++run) {
+    absl::StatusOr<ScalerConfig> config =
+        ConfigWith(services, run == 0 ? ", concurrency: 1" : ", concurrency: 3");
+    ASSERT_TRUE(config.ok()) << config.status();
+    SimulatedClock clock(absl::FromUnixSeconds(1764700000));
+    SlowSource prom;
+    Scaler scaler(*config, prom, clock,
+                  [&](const std::string& line) { logs[run].push_back(line); });
+    scaler.PollOnce();
+    for (int i = 0; i < 24; ++i)
+      replicas[run].push_back(scaler.View(absl::StrCat("s", i))->replicas);
+    most[run] = prom.most();
+  }
+  EXPECT_EQ(most[0], 1);
+  EXPECT_LE(most[1], 3);
+  EXPECT_GE(most[1], 2);
+  EXPECT_EQ(replicas[0], replicas[1]);
+  EXPECT_EQ(logs[0], logs[1]);
+  ASSERT_EQ(logs[1].size(), 24u);
+  EXPECT_THAT(logs[1][0], HasSubstr("s0: "));
+  EXPECT_THAT(logs[1][23], HasSubstr("s23: "));
+  EXPECT_GT(replicas[1][23], replicas[1][1]);  // 230 waiting need more than 10
+  // The bound is read from the config, 1 to 64.
+  EXPECT_THAT(ConfigWith(services, ", concurrency: 0").status().message(),
+              HasSubstr("prometheus.concurrency"));
 }
 
 TEST(Scaler, LogsEachChangeOfDecisionWithItsReason) {
