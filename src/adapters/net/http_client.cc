@@ -11,8 +11,19 @@
 namespace tessera::adapters {
 namespace {
 
+struct Sink {
+  std::string body;
+  size_t max = 0;
+  bool over = false;
+};
+
 size_t Append(char* data, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(data, size * n);
+  auto* sink = static_cast<Sink*>(out);
+  if (size * n > sink->max - sink->body.size()) {
+    sink->over = true;
+    return 0;  // curl stops with CURLE_WRITE_ERROR
+  }
+  sink->body.append(data, size * n);
   return size * n;
 }
 
@@ -64,7 +75,7 @@ absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
     return absl::InternalError("curl_easy_init failed");
   }
   CURL* h = curl.get();
-  std::string response;
+  Sink response{.body = {}, .max = req.max_response_bytes, .over = false};
   curl_easy_setopt(h, CURLOPT_URL, req.url.c_str());
   if (!req.unix_socket.empty()) {
     curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, req.unix_socket.c_str());
@@ -106,6 +117,10 @@ absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
     curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
   }
   CURLcode rc = curl_easy_perform(h);
+  if (response.over) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        req.method, " ", req.url, ": response larger than ", req.max_response_bytes, " bytes"));
+  }
   if (rc == CURLE_OPERATION_TIMEDOUT) {
     return absl::DeadlineExceededError(
         absl::StrCat(req.method, " ", req.url, ": timed out after ", req.timeout_ms, " ms"));
@@ -116,7 +131,7 @@ absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
   }
   HttpResponse r;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
-  r.body = std::move(response);
+  r.body = std::move(response.body);
   return r;
 }
 

@@ -32,6 +32,10 @@ struct HttpRequest {
   int timeout_ms = 10000;
   std::string unix_socket;  // connect to this Unix socket instead of the URL's host
   TlsOptions tls;
+  // A larger response body is an error (ResourceExhausted), whether or not it announces its
+  // length: an endpoint that is not what the config says (a file server, a proxy's error page
+  // streaming) must not fill the memory. A page of 500 pods is a few MB.
+  size_t max_response_bytes = size_t{64} << 20;
 };
 
 struct HttpResponse {
@@ -39,8 +43,8 @@ struct HttpResponse {
   std::string body;
 };
 
-// Transport failures are Unavailable (DeadlineExceeded for a timeout); any HTTP status is a
-// response.
+// Transport failures are Unavailable (DeadlineExceeded for a timeout, ResourceExhausted for a body
+// beyond max_response_bytes); any HTTP status is a response.
 absl::StatusOr<HttpResponse> Fetch(const HttpRequest& request);
 
 // Percent-encodes a path segment or query value (RFC 3986: unreserved characters kept, the rest

@@ -67,6 +67,7 @@ absl::StatusOr<std::string> GetSmall(const std::string& url, const FetchOptions&
     TESSERA_ASSIGN_OR_RETURN(req.headers, AuthHeaders(s3, "GET", url, o));
     absl::StatusOr<HttpResponse> r = Fetch(req);
     if (r.ok() && r->status == 200) return r->body;
+    if (absl::IsResourceExhausted(r.status())) return r.status();  // as large the next time
     std::string why = r.ok() ? S3ErrorSummary(r->body) : "";
     if (!why.empty()) why = " (" + why + ")";
     last = r.ok() ? absl::UnavailableError(absl::StrCat("GET ", url, ": HTTP ", r->status, why))
