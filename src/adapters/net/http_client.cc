@@ -27,6 +27,16 @@ size_t Append(char* data, size_t size, size_t n, void* out) {
   return size * n;
 }
 
+// The calling thread's easy handle, reset to defaults. curl keeps its connection and TLS session
+// caches with the handle, so a thread's requests to one server reuse a connection: a scaler
+// poll makes one TCP (and TLS) handshake per worker thread, not one per query. A reset handle
+// forgets every option, so each request sets all of its own.
+CURL* ThreadHandle() {
+  thread_local std::unique_ptr<CURL, void (*)(CURL*)> handle(curl_easy_init(), curl_easy_cleanup);
+  if (handle != nullptr) curl_easy_reset(handle.get());
+  return handle.get();
+}
+
 curl_blob Blob(const std::string& s) {
   return curl_blob{const_cast<char*>(s.data()), s.size(), CURL_BLOB_NOCOPY};
 }
@@ -70,11 +80,10 @@ absl::StatusOr<std::string> UrlUnescape(absl::string_view s, bool plus_is_space)
 absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-  std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
-  if (curl == nullptr) {
+  CURL* h = ThreadHandle();
+  if (h == nullptr) {
     return absl::InternalError("curl_easy_init failed");
   }
-  CURL* h = curl.get();
   Sink response{.body = {}, .max = req.max_response_bytes, .over = false};
   curl_easy_setopt(h, CURLOPT_URL, req.url.c_str());
   if (!req.unix_socket.empty()) {
