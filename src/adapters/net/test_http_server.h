@@ -25,6 +25,9 @@ class LocalHttpServer {
  public:
   explicit LocalHttpServer(const std::function<void(httplib::Server&)>& routes) {
     routes(server_);
+    // One request per connection: the client keeps its connection between requests (one curl
+    // handle per thread), and an idle kept connection holds stop() for httplib's 5 s keep-alive.
+    server_.set_keep_alive_max_count(1);
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -68,6 +68,9 @@ class FakePrometheus {
         R"({"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"})"};
     answers_["gateway"] = {502, "<html>Bad Gateway</html>"};
     answers_["slow"] = answers_["one"];
+    // One request per connection: the client keeps its connection between requests (one curl
+    // handle per thread), and an idle kept connection holds stop() for httplib's 5 s keep-alive.
+    server_.set_keep_alive_max_count(1);
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -240,6 +243,7 @@ TEST(PromClient, HttpsWithAPrivateCaAndAClientCertificate) {
   ASSERT_TRUE(https.is_valid());
   Recorder seen;
   seen.Serve(https);
+  https.set_keep_alive_max_count(1);  // as the other test servers: stop() need not wait
   const int port = https.bind_to_any_port("127.0.0.1");
   std::thread serving([&] { https.listen_after_bind(); });
   struct Stop {
