@@ -1,7 +1,8 @@
 // One blocking HTTP(S) request over libcurl, for Tessera's thin clients (Kubernetes API,
 // Prometheus). Each thread keeps one curl handle, so its requests to a server reuse the
-// connection (and TLS session) the last one left open. TLS material comes as files or PEM blobs; nothing here logs, and errors carry
-// the method and URL without headers (so no credential ever appears in one).
+// connection (and TLS session) the last one left open. TLS material comes as files or PEM blobs;
+// nothing here logs, and errors carry the method and URL without headers (so no credential ever
+// appears in one).
 //
 // Example:
 //   HttpRequest req{.method = "GET", .url = "http://127.0.0.1:9090/api/v1/query?query=up"};
