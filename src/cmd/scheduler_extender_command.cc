@@ -22,6 +22,13 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+// The problems of a restore or resync (pods not held), one stderr line each.
+void Report(const char* what, const std::vector<std::string>& problems) {
+  for (const std::string& p : problems) {
+    std::cerr << "tessera scheduler-extender: " << what << ": " << p << "\n";
+  }
+}
+
 }  // namespace
 
 int RunSchedulerExtender(const ExtenderFlags& flags) {
@@ -86,17 +93,13 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
   adapters::ExtenderService svc(std::move(*policy), std::move(kube));
   bool have_api = !flags.kubeconfig.empty() || std::getenv("KUBERNETES_SERVICE_HOST") != nullptr;
   if (!nodes.empty() || !pods.empty()) {
-    for (const std::string& p : svc.Rebuild(nodes, pods)) {
-      std::cerr << "tessera scheduler-extender: restore: " << p << "\n";
-    }
+    Report("restore", svc.Rebuild(nodes, pods));
   } else if (have_api) {
     absl::StatusOr<std::vector<std::string>> problems = svc.Sync();
     if (!problems.ok()) {
       return Fail(absl::StrCat("initial sync from the API: ", problems.status().message()));
     }
-    for (const std::string& p : *problems) {
-      std::cerr << "tessera scheduler-extender: restore: " << p << "\n";
-    }
+    Report("restore", *problems);
   }
   std::cerr << "tessera scheduler-extender: policy " << flags.policy << ", " << svc.held_pods()
             << " pods holding GPUs restored\n";
@@ -124,9 +127,7 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
                     << "\n";
           continue;
         }
-        for (const std::string& p : *problems) {
-          std::cerr << "tessera scheduler-extender: resync: " << p << "\n";
-        }
+        Report("resync", *problems);
       }
     });
   }

@@ -224,16 +224,14 @@ absl::StatusOr<GpuRequest> DecodeRequest(const json& pod, const std::string& pat
   return req;
 }
 
-absl::StatusOr<std::vector<json>> ListItems(const json& doc, const std::string& path) {
+// The `items` array of a v1 list object; nullptr when absent.
+absl::StatusOr<const json*> ItemsOf(const json& doc, const std::string& path) {
   TESSERA_RETURN_IF_ERROR(RequireObject(doc, path));
   const json* items = Member(doc, "items");
-  if (items == nullptr) {
-    return std::vector<json>();
-  }
-  if (!items->is_array()) {
+  if (items != nullptr && !items->is_array()) {
     return Bad(path + ".items", absl::StrCat("expected an array, found ", TypeName(*items)));
   }
-  return std::vector<json>(items->begin(), items->end());
+  return items;
 }
 
 }  // namespace
@@ -379,7 +377,8 @@ absl::StatusOr<ExtenderArgs> DecodeExtenderArgs(absl::string_view body) {
   }
   TESSERA_ASSIGN_OR_RETURN(args.pod, DecodePod(*pod, "pod"));
   if (const json* nodes = Member(j, "nodes"); nodes != nullptr) {
-    TESSERA_ASSIGN_OR_RETURN(args.node_objects, ListItems(*nodes, "nodes"));
+    TESSERA_ASSIGN_OR_RETURN(const json* items, ItemsOf(*nodes, "nodes"));
+    if (items != nullptr) args.node_objects.assign(items->begin(), items->end());
     args.nodes.emplace();
     for (size_t i = 0; i < args.node_objects.size(); ++i) {
       TESSERA_ASSIGN_OR_RETURN(
@@ -498,7 +497,7 @@ template <typename T, typename Decode>
 absl::StatusOr<std::vector<T>> DecodeList(absl::string_view body, absl::string_view kind,
                                           std::string* continue_token, Decode decode) {
   TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(body, kind));
-  TESSERA_RETURN_IF_ERROR(RequireObject(j, std::string(kind)));
+  TESSERA_ASSIGN_OR_RETURN(const json* items, ItemsOf(j, std::string(kind)));
   if (continue_token != nullptr) {
     continue_token->clear();
     if (const json* meta = Member(j, "metadata"); meta != nullptr) {
@@ -508,12 +507,7 @@ absl::StatusOr<std::vector<T>> DecodeList(absl::string_view body, absl::string_v
     }
   }
   std::vector<T> out;
-  const json* items = Member(j, "items");
   if (items == nullptr) return out;
-  if (!items->is_array()) {
-    return Bad(absl::StrCat(kind, ".items"),
-               absl::StrCat("expected an array, found ", TypeName(*items)));
-  }
   out.reserve(items->size());
   for (size_t i = 0; i < items->size(); ++i) {
     TESSERA_ASSIGN_OR_RETURN(T v, decode((*items)[i], absl::StrCat("items[", i, "]")));

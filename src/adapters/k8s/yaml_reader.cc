@@ -103,11 +103,12 @@ class ByteOffsets {
   size_t bytes_ = 0;
 };
 
+// Collections nested deeper are refused (yaml-cpp gives up at 500 with "bad file").
+constexpr size_t kMaxYamlDepth = 100;
+
 // Parses the whole stream with libyaml (a strict, widely fuzzed YAML 1.1 parser) and reports
 // its first error with its position. yaml-cpp 0.7 loops forever on some malformed input
 // (",5 t\n," found by fuzzing), so yaml-cpp only sees text libyaml accepted.
-constexpr size_t kMaxYamlDepth = 100;
-
 absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) {

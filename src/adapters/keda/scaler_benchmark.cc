@@ -82,11 +82,12 @@ void BM_ScalerPollOverHttp(benchmark::State& state) {
           : std::make_unique<httplib::Server>();
   prom->new_task_queue = [] { return new httplib::ThreadPool(16); };
   prom->set_tcp_nodelay(true);  // as Go's net/http, which Prometheus serves with, sets it
-  prom->Get("/api/v1/query", [delay_ms](const httplib::Request&, httplib::Response& res) {
+  RealClock clock;  // the server stamps samples with it; the scaler judges freshness by it
+  prom->Get("/api/v1/query", [delay_ms, &clock](const httplib::Request&, httplib::Response& res) {
     if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     res.set_content(absl::StrCat(R"({"status":"success","data":{"resultType":"vector",)",
                                  R"("result":[{"metric":{},"value":[)",
-                                 absl::ToUnixSeconds(absl::Now()), R"(,"4"]}]}})"),
+                                 absl::ToUnixSeconds(clock.Now()), R"(,"4"]}]}})"),
                     "application/json");
   });
   // Debian's cpp-httplib is a compiled library that listens with a backlog of 5: more
@@ -115,7 +116,6 @@ void BM_ScalerPollOverHttp(benchmark::State& state) {
     state.SkipWithError(std::string(config.status().message()).c_str());
   } else {
     PromSource source(config->prometheus);
-    RealClock clock;
     Scaler scaler(*config, source, clock);
     scaler.PollOnce();
     if (!scaler.View("chat-0")->fresh) state.SkipWithError("the poll found no data");

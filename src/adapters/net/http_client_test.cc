@@ -1,11 +1,9 @@
 #include "adapters/net/http_client.h"
 
-#include <httplib.h>
-
 #include <string>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "adapters/net/test_http_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -17,26 +15,24 @@ using ::testing::HasSubstr;
 // A body beyond max_response_bytes is an error, whether its length is announced
 // (Content-Length) or not (chunked), and the transfer stops there.
 TEST(Fetch, RefusesAResponseLargerThanTheBound) {
-  httplib::Server server;
   const std::string body(4096, 'x');
-  server.Get("/sized", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(body, "text/plain");
-  });
-  server.Get("/chunked", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_chunked_content_provider("text/plain", [&](size_t, httplib::DataSink& sink) {
-      for (int i = 0; i < 64; ++i) {
-        if (!sink.write(body.data(), 64)) return false;
-      }
-      sink.done();
-      return true;
+  testing::LocalHttpServer server([&body](httplib::Server& s) {
+    s.Get("/sized", [&body](const httplib::Request&, httplib::Response& res) {
+      res.set_content(body, "text/plain");
+    });
+    s.Get("/chunked", [&body](const httplib::Request&, httplib::Response& res) {
+      res.set_chunked_content_provider("text/plain", [&body](size_t, httplib::DataSink& sink) {
+        for (int i = 0; i < 64; ++i) {
+          if (!sink.write(body.data(), 64)) return false;
+        }
+        sink.done();
+        return true;
+      });
     });
   });
-  const int port = server.bind_to_any_port("127.0.0.1");
-  std::thread t([&] { server.listen_after_bind(); });
-  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   for (const char* path : {"/sized", "/chunked"}) {
     HttpRequest req;
-    req.url = absl::StrCat("http://127.0.0.1:", port, path);
+    req.url = server.url(path);
     absl::StatusOr<HttpResponse> r = Fetch(req);  // the default bound (64 MiB)
     ASSERT_TRUE(r.ok()) << path << ": " << r.status();
     EXPECT_EQ(r->body, body) << path;
@@ -50,8 +46,6 @@ TEST(Fetch, RefusesAResponseLargerThanTheBound) {
     EXPECT_THAT(r.status().message(),
                 HasSubstr(absl::StrCat("GET ", req.url, ": response larger than 1000 bytes")));
   }
-  server.stop();
-  t.join();
 }
 
 }  // namespace
