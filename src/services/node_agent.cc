@@ -247,7 +247,7 @@ void NodeAgent::RestoreLeases() {
   if (!doc.is_object() || !doc.contains("leases") || !doc["leases"].is_array()) {
     warnings_.push_back(absl::StrCat(path, ": expected {\"leases\": [...]}; leases not restored"));
   } else {
-    int bad = 0;
+    int bad = 0, clamped = 0;
     for (const json& e : doc["leases"]) {
       absl::Time expires;
       std::string err;
@@ -259,6 +259,12 @@ void NodeAgent::RestoreLeases() {
         continue;
       }
       absl::Time now = Now();
+      // A lease never outlasts the longest the agent grants: an edited file (a year-9999 or
+      // "infinite-future" expiry, which ParseTime accepts) would otherwise pin its model forever.
+      if (expires - now > kMaxLeaseTtl) {
+        expires = now + kMaxLeaseTtl;
+        ++clamped;
+      }
       // Expired leases and leases of models no longer on disk lapse.
       if (expires > now) {
         index_
@@ -266,6 +272,11 @@ void NodeAgent::RestoreLeases() {
                    now)
             .IgnoreError();
       }
+    }
+    if (clamped > 0) {
+      warnings_.push_back(absl::StrCat(path, ": ", clamped,
+                                       " leases expiring more than 30 days ahead were cut to 30 "
+                                       "days (the longest the agent grants)"));
     }
     if (bad > 0) {
       warnings_.push_back(absl::StrCat(path, ": ", bad,

@@ -157,6 +157,26 @@ check "a released lease leaves leases.json" test "$(grep -c pod-b "$WORK/cache/l
 before=$(served_bytes /b/weights.bin)
 "$TESSERA" fetch "$SRC_B" --agent "unix://$SOCK" >/dev/null 2>&1
 check "and served from the cache" test "$(served_bytes /b/weights.bin)" = "$before"
+# An edited leases.json cannot pin a model forever: expiries past the 30-day bound (a far year, or
+# "infinite-future", which RFC 3339 parsing accepts) are cut to 30 days on restore, with a warning.
+kill "$AGENT_PID"; wait "$AGENT_PID"
+cat >"$WORK/cache/leases.json" <<EOF
+{"leases": [{"model": "$ID_B", "holder": "pod-far", "expires": "9999-01-01T00:00:00Z"},
+            {"model": "$ID_B", "holder": "pod-inf", "expires": "infinite-future"}]}
+EOF
+start_agent 100Mi
+check "far leases are cut, with a warning" grep -q 'leases.json: 2 leases expiring more than 30 days ahead were cut' "$WORK/agent.log"
+check "and both restored" test "$(api "http://x/v1/models/$ID_B" | grep -oE '"holder":"pod-(far|inf)"' | wc -l)" = 2
+check "to at most 30 days ahead" python3 - "$WORK/cache/leases.json" <<'PY'
+import datetime, json, sys
+now = datetime.datetime.now(datetime.timezone.utc)
+leases = json.load(open(sys.argv[1]))["leases"]
+assert len(leases) == 2, leases
+for l in leases:
+    left = datetime.datetime.fromisoformat(l["expires"].replace("Z", "+00:00")) - now
+    assert datetime.timedelta(days=29, hours=23) < left <= datetime.timedelta(days=30), l
+PY
+for h in pod-far pod-inf; do api -o /dev/null -X DELETE "http://x/v1/models/$ID_B/leases/$h"; done
 
 # Budget: a model larger than --max-bytes fails with a clear error; the agent keeps serving.
 # (And an unreadable leases.json is reported and set aside, not fatal.)
