@@ -22,9 +22,14 @@ int RunPlan(const PlanFlags& flags) {
   if (!fleet_text.ok()) {
     return fail(fleet_text.status());
   }
-  absl::StatusOr<model::Fleet> fleet = adapters::DecodeFleet(flags.fleet_file, *fleet_text);
+  std::vector<std::string> skipped_nodes;
+  absl::StatusOr<model::Fleet> fleet =
+      adapters::DecodeFleet(flags.fleet_file, *fleet_text, &skipped_nodes);
   if (!fleet.ok()) {
     return fail(fleet.status());
+  }
+  for (const std::string& s : skipped_nodes) {
+    std::cerr << "tessera plan: skipped " << s << "\n";
   }
   model::WorkloadSet workloads;
   std::vector<std::string> skipped;

@@ -100,6 +100,22 @@ check "kubectl input exits 0" test $? -eq 0
 check "deployment rewritten" test -s "$WORK/k8s/deployments/llm-chat-small.yaml"
 check "un-annotated deployment skipped with a note" grep -q "skipped Deployment llm/web-frontend" "$WORK/k8s.err"
 check "labels existing nodes" grep -q "kubectl label node gpu-h100-a --overwrite" "$WORK/k8s/labels.sh"
+# A GPU model the catalog lacks (an A40) is skipped with a note; the rest is planned.
+python3 - "$SRC/tests/data/kubectl-nodes.json" "$WORK/nodes-a40.json" <<'PY'
+import copy, json, sys
+d = json.load(open(sys.argv[1]))
+n = copy.deepcopy([i for i in d["items"] if i["metadata"]["name"] == "gpu-l4-1"][0])
+n["metadata"]["name"] = "gpu-a40-1"
+n["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-A40"
+n["metadata"]["labels"]["nvidia.com/gpu.memory"] = "46068"
+d["items"].append(n)
+json.dump(d, open(sys.argv[2], "w"), indent=1)
+PY
+"$TESSERA" plan --fleet "$WORK/nodes-a40.json" \
+  --workloads "$SRC/tests/data/deployments.yaml" --out "$WORK/k8s-a40" >/dev/null 2>"$WORK/a40.err"
+check "an unknown GPU model: still exits 0" test $? -eq 0
+check "naming the node skipped and why" grep -q 'skipped node gpu-a40-1: .*unknown GPU model "NVIDIA-A40"' "$WORK/a40.err"
+check "the same plan for the rest" cmp -s "$WORK/k8s/labels.sh" "$WORK/k8s-a40/labels.sh"
 
 # 5. Flags.
 "$TESSERA" plan --fleet "$SRC/examples/fleet.yaml" --workloads "$SRC/examples/workloads.yaml" \

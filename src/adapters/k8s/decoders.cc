@@ -115,8 +115,9 @@ std::string Label(const Field& node, absl::string_view key) {
   return f.present() && f.node().IsScalar() ? f.node().Scalar() : std::string();
 }
 
-absl::StatusOr<model::Fleet> DecodeNodeList(const Field& doc) {
+absl::StatusOr<model::Fleet> DecodeNodeList(const Field& doc, std::vector<std::string>* skipped) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<Field> items, doc.Get("items").Items());
+  const size_t skipped_before = skipped == nullptr ? 0 : skipped->size();
   // Pools: nodes with the same GPU model, GPU count, memory and MIG capability.
   struct Group {
     model::Pool pool;
@@ -152,9 +153,20 @@ absl::StatusOr<model::Fleet> DecodeNodeList(const Field& doc) {
       }
       memory_mib = mib;
     }
+    // A node the labels cannot describe: an error naming it, or skipped with the reason.
+    auto undescribable = [&](const std::string& why) -> absl::Status {
+      absl::Status error = labels.Get("nvidia.com/gpu.product").Error(why);
+      if (skipped == nullptr) {
+        return error;
+      }
+      skipped->push_back(absl::StrCat("node ", name, ": ", error.message()));
+      return absl::OkStatus();
+    };
     absl::StatusOr<const GpuModel*> model = GpuCatalog::Default().Lookup(product, memory_mib);
     if (!model.ok()) {
-      return labels.Get("nvidia.com/gpu.product").Error(model.status().message());
+      TESSERA_RETURN_IF_ERROR(undescribable(absl::StrCat(
+          model.status().message(), "; describe this node in a Fleet file (gpuModel, memory)")));
+      continue;
     }
     if (mig_product) {
       // Single MIG strategy: gpu.count counts MIG devices of one profile, as mig-manager's
@@ -162,10 +174,11 @@ absl::StatusOr<model::Fleet> DecodeNodeList(const Field& doc) {
       std::string profile = product.substr(product.find("-MIG-") + 5);
       const model::MigProfile* p = (*model)->FindProfile(profile);
       if (p == nullptr || count % p->max_count != 0) {
-        return labels.Get("nvidia.com/gpu.product")
-            .Error(absl::StrCat("cannot tell how many physical GPUs hold ", count, " ", profile,
-                                " MIG devices (expected a multiple of the profile's maximum per "
-                                "GPU); use a Fleet file for this node"));
+        TESSERA_RETURN_IF_ERROR(undescribable(
+            absl::StrCat("cannot tell how many physical GPUs hold ", count, " ", profile,
+                         " MIG devices (expected a multiple of the profile's maximum per "
+                         "GPU); use a Fleet file for this node")));
+        continue;
       }
       count /= p->max_count;
     }
@@ -199,6 +212,11 @@ absl::StatusOr<model::Fleet> DecodeNodeList(const Field& doc) {
       pool.name = absl::StrCat(base, "-", i);
     }
     fleet.pools.push_back(std::move(pool));
+  }
+  if (fleet.pools.empty() && skipped != nullptr && skipped->size() > skipped_before) {
+    return doc.Error(
+        absl::StrCat("no GPU nodes left to plan: all ", skipped->size() - skipped_before,
+                     " GPU nodes were skipped; the first: ", (*skipped)[skipped_before]));
   }
   if (fleet.pools.empty()) {
     return doc.Error(
@@ -388,7 +406,8 @@ absl::StatusOr<int64_t> ParseGpuCompute(absl::string_view text) {
   return *milli;
 }
 
-absl::StatusOr<model::Fleet> DecodeFleet(absl::string_view file, absl::string_view text) {
+absl::StatusOr<model::Fleet> DecodeFleet(absl::string_view file, absl::string_view text,
+                                         std::vector<std::string>* skipped) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> docs, ParseYamlDocuments(file, text));
   if (docs.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -405,7 +424,7 @@ absl::StatusOr<model::Fleet> DecodeFleet(absl::string_view file, absl::string_vi
     return DecodeFleetDocument(doc);
   }
   if (kind == "List" || kind == "NodeList") {
-    return DecodeNodeList(doc);
+    return DecodeNodeList(doc, skipped);
   }
   return doc.Get("kind").Error(absl::StrCat(
       "expected Fleet, or List/NodeList from `kubectl get nodes -o json`, found \"", kind, "\""));

@@ -27,8 +27,12 @@ inline constexpr char kGpuComputeAnnotation[] = "tessera.io/gpu-compute";
 inline constexpr char kIsolationAnnotation[] = "tessera.io/isolation";
 inline constexpr char kGpuModelsAnnotation[] = "tessera.io/gpu-models";
 
-// A Fleet document or a kubectl node list (kind List/NodeList of Node).
-absl::StatusOr<model::Fleet> DecodeFleet(absl::string_view file, absl::string_view text);
+// A Fleet document or a kubectl node list (kind List/NodeList of Node). In a node list, a GPU node
+// the labels cannot describe (a model the catalog lacks, a MIG layout whose physical GPU count
+// cannot be told) is an error, or, when `skipped` is given, left out of the fleet and named there
+// with the reason: one A40 in a cluster should not stop planning the rest.
+absl::StatusOr<model::Fleet> DecodeFleet(absl::string_view file, absl::string_view text,
+                                         std::vector<std::string>* skipped = nullptr);
 
 // Appends the workloads of a WorkloadSet file or of Deployment manifests to `set`. Deployments
 // without the tessera.io/gpu-memory annotation are skipped and named in `skipped`. Duplicate

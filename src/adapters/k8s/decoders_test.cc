@@ -198,6 +198,46 @@ TEST(DecodeFleet, KubectlNodeListErrors) {
       HasSubstr("n.json:2:20: items[0].metadata.name: \"g; rm -rf ~\" is not a valid name"));
 }
 
+// A node the labels cannot describe fails the list when no `skipped` is given; given one, it is
+// left out and named, and the rest is decoded.
+TEST(DecodeFleet, KubectlNodeListSkipsNodesItCannotDescribe) {
+  constexpr char kList[] = R"({"kind": "List", "items": [
+    {"kind": "Node", "metadata": {"name": "a40", "labels": {"nvidia.com/gpu.product": "NVIDIA-A40",
+                                  "nvidia.com/gpu.count": "2", "nvidia.com/gpu.memory": "46068"}}},
+    {"kind": "Node", "metadata": {"name": "mig", "labels": {
+       "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb", "nvidia.com/gpu.count": "3"}}},
+    {"kind": "Node", "metadata": {"name": "l4", "labels": {"nvidia.com/gpu.product": "NVIDIA-L4",
+                                  "nvidia.com/gpu.count": "4"}}}]})";
+  absl::StatusOr<model::Fleet> strict = DecodeFleet("n.json", kList);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_THAT(strict.status().message(), HasSubstr("n.json:2:"));
+  EXPECT_THAT(strict.status().message(), HasSubstr("unknown GPU model \"NVIDIA-A40\""));
+
+  std::vector<std::string> skipped = {"from an earlier file"};
+  absl::StatusOr<model::Fleet> fleet = DecodeFleet("n.json", kList, &skipped);
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  ASSERT_EQ(fleet->pools.size(), 1u);
+  EXPECT_EQ(fleet->pools[0].gpu->name, "L4");
+  EXPECT_EQ(fleet->pools[0].node_names, std::vector<std::string>{"l4"});
+  ASSERT_EQ(skipped.size(), 3u);
+  EXPECT_THAT(skipped[1], HasSubstr("node a40: n.json:2:"));
+  EXPECT_THAT(skipped[1], HasSubstr("unknown GPU model \"NVIDIA-A40\""));
+  EXPECT_THAT(skipped[1], HasSubstr("describe this node in a Fleet file"));
+  EXPECT_THAT(skipped[2], HasSubstr("node mig: "));
+  EXPECT_THAT(skipped[2], HasSubstr("cannot tell how many physical GPUs hold 3 3g.40gb"));
+
+  // Nothing left: an error that says why, not "no GPU nodes".
+  std::vector<std::string> all;
+  absl::StatusOr<model::Fleet> none = DecodeFleet(
+      "n.json", R"({"kind": "List", "items": [{"kind": "Node", "metadata": {"name": "a40",
+          "labels": {"nvidia.com/gpu.product": "NVIDIA-A40", "nvidia.com/gpu.count": "1"}}}]})",
+      &all);
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.status().message(),
+              HasSubstr("no GPU nodes left to plan: all 1 GPU nodes were skipped; the first: "
+                        "node a40: "));
+}
+
 constexpr char kWorkloads[] = R"(apiVersion: tessera.io/v1alpha1
 kind: WorkloadSet
 workloads:
