@@ -30,6 +30,8 @@ check "extender: metrics on their own port" grep -q -- '--metrics-listen=0.0.0.0
 check "extender: and says where" grep -q 'prometheus.io/port: "9097"' "$R"
 check "extender may create bindings" grep -q 'pods/binding' "$R"
 check "extender may patch pods" grep -q -- '- patch' "$R"
+# A rolling update would run two extenders, the new one missing the old one's last binds.
+check "extender: one replica, recreated on update" grep -q 'type: Recreate' <(sed -n '/kind: Deployment/,$p' "$R")
 check "everything in tessera-system" test "$(grep -c 'namespace: tessera-system' "$R")" -ge 5
 
 S="$WORK/scaler.yaml"
