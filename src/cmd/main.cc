@@ -85,8 +85,10 @@ int Main(int argc, char** argv) {
                       "Start from this `kubectl get nodes -o json` instead of listing the API");
   ext_cmd->add_option("--pods", ext.pods_file,
                       "Start from this `kubectl get pods -A -o json` instead of listing the API");
-  ext_cmd->add_option("--resync", ext.resync_seconds,
-                      "Seconds between pod/node resyncs from the API (0: never; default 30)");
+  ext_cmd->add_option(
+      "--resync", ext.resync_seconds,
+      "Seconds between lists of nodes and pods from the API, with pods watched in between "
+      "(0: neither; default 30)");
   ext_cmd->add_option("--metrics-listen", ext.metrics_listen,
                       "HOST:PORT serving only GET /metrics, for Prometheus (the extender's own "
                       "--listen stays private); default none");

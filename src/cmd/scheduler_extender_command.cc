@@ -111,24 +111,13 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
     return Fail(std::string(m.message()));
   }
   std::atomic<bool>& g_stop = StopOnSignal();
-  std::thread resync;
+  std::thread follow;
   if (have_api && flags.resync_seconds > 0) {
-    resync = std::thread([&svc, &flags, &g_stop] {
+    follow = std::thread([&svc, &flags, &g_stop] {
       RealClock clock;
-      absl::Duration period = absl::Seconds(flags.resync_seconds);
-      absl::Time next = clock.Now() + period;
-      while (!g_stop.load()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        if (clock.Now() < next) continue;
-        next += period;
-        absl::StatusOr<std::vector<std::string>> problems = svc.Sync();
-        if (!problems.ok()) {
-          std::cerr << "tessera scheduler-extender: resync: " << problems.status().message()
-                    << "\n";
-          continue;
-        }
-        Report("resync", *problems);
-      }
+      svc.Follow(clock, absl::Seconds(flags.resync_seconds), g_stop, [](const std::string& line) {
+        std::cerr << "tessera scheduler-extender: " << line << "\n";
+      });
     });
   }
   std::atomic<int> bound{0};
@@ -145,7 +134,7 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
   g_stop.store(true);
   announce.join();
   metrics.Stop();
-  if (resync.joinable()) resync.join();
+  if (follow.joinable()) follow.join();
   if (!s.ok()) return Fail(std::string(s.message()));
   return 0;
 }

@@ -1,7 +1,7 @@
 // libFuzzer target: the scheduler extender's decoders of untrusted HTTP bodies (ExtenderArgs,
-// ExtenderBindingArgs, the gpu-assignment annotation, the API server's pod and node lists, the
-// kubeconfig it is given) and the cluster decisions on what they decode must return a value or a
-// Status for any input, never crash, hang or leak.
+// ExtenderBindingArgs, the gpu-assignment annotation, the API server's pod and node lists and pod
+// watch events, the kubeconfig it is given) and the cluster decisions on what they decode must
+// return a value or a Status for any input, never crash, hang or leak.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,9 +16,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;
   (void)adapters::DecodeBindingArgs(text);
   (void)adapters::DecodeAssignment(text);
-  // What the API server answers when the extender rebuilds its state (pods, nodes).
-  std::string next;
-  (void)adapters::DecodePodList(text, &next);
+  // What the API server answers when the extender rebuilds its state (pods, nodes) and follows
+  // it (a pod watch's events).
+  std::string next, version;
+  (void)adapters::DecodePodList(text, &next, &version);
+  (void)adapters::DecodePodEvent(text);
   (void)adapters::DecodeNodeListJson(text, &next);
   (void)adapters::DecodeKubeconfig("kubeconfig", text);
   absl::StatusOr<adapters::ExtenderArgs> args = adapters::DecodeExtenderArgs(text);

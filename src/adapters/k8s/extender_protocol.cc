@@ -495,15 +495,17 @@ namespace {
 // The items of a v1 list (PodList, NodeList, kubectl's List), each decoded by `decode`.
 template <typename T, typename Decode>
 absl::StatusOr<std::vector<T>> DecodeList(absl::string_view body, absl::string_view kind,
-                                          std::string* continue_token, Decode decode) {
+                                          std::string* continue_token,
+                                          std::string* resource_version, Decode decode) {
   TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(body, kind));
   TESSERA_ASSIGN_OR_RETURN(const json* items, ItemsOf(j, std::string(kind)));
-  if (continue_token != nullptr) {
-    continue_token->clear();
+  for (auto [out, key] :
+       {std::pair{continue_token, "continue"}, std::pair{resource_version, "resourceVersion"}}) {
+    if (out == nullptr) continue;
+    out->clear();
     if (const json* meta = Member(j, "metadata"); meta != nullptr) {
       TESSERA_RETURN_IF_ERROR(RequireObject(*meta, absl::StrCat(kind, ".metadata")));
-      TESSERA_ASSIGN_OR_RETURN(*continue_token,
-                               StringAt(*meta, "continue", absl::StrCat(kind, ".metadata"), false));
+      TESSERA_ASSIGN_OR_RETURN(*out, StringAt(*meta, key, absl::StrCat(kind, ".metadata"), false));
     }
   }
   std::vector<T> out;
@@ -519,17 +521,48 @@ absl::StatusOr<std::vector<T>> DecodeList(absl::string_view body, absl::string_v
 }  // namespace
 
 absl::StatusOr<std::vector<PodInfo>> DecodePodList(absl::string_view body,
-                                                   std::string* continue_token) {
+                                                   std::string* continue_token,
+                                                   std::string* resource_version) {
   return DecodeList<PodInfo>(
-      body, "PodList", continue_token,
+      body, "PodList", continue_token, resource_version,
       [](const json& j, const std::string& path) { return DecodePod(j, path); });
 }
 
 absl::StatusOr<std::vector<OnlineNode>> DecodeNodeListJson(absl::string_view body,
                                                            std::string* continue_token) {
   return DecodeList<OnlineNode>(
-      body, "NodeList", continue_token,
+      body, "NodeList", continue_token, nullptr,
       [](const json& j, const std::string& path) { return DecodeNode(j, path); });
+}
+
+absl::StatusOr<PodEvent> DecodePodEvent(absl::string_view line) {
+  TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(line, "watch event"));
+  TESSERA_RETURN_IF_ERROR(RequireObject(j, "event"));
+  PodEvent e;
+  TESSERA_ASSIGN_OR_RETURN(e.type, StringAt(j, "type", "event", true));
+  const json* object = Member(j, "object");
+  if (object == nullptr) return Bad("event.object", "required object missing");
+  TESSERA_RETURN_IF_ERROR(RequireObject(*object, "event.object"));
+  if (e.type == "ERROR") {  // a metav1.Status: 410 when the version asked for is compacted away
+    const json* code = Member(*object, "code");
+    if (code != nullptr && code->is_number_integer()) e.error_code = code->get<int64_t>();
+    TESSERA_ASSIGN_OR_RETURN(e.error_message, StringAt(*object, "message", "event.object", false));
+    return e;
+  }
+  if (e.type != "ADDED" && e.type != "MODIFIED" && e.type != "DELETED" && e.type != "BOOKMARK") {
+    return Bad("event.type",
+               absl::StrCat("expected ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, found \"",
+                            e.type, "\""));
+  }
+  const json* meta = Member(*object, "metadata");
+  if (meta == nullptr) return Bad("event.object.metadata", "required object missing");
+  TESSERA_RETURN_IF_ERROR(RequireObject(*meta, "event.object.metadata"));
+  TESSERA_ASSIGN_OR_RETURN(e.resource_version,
+                           StringAt(*meta, "resourceVersion", "event.object.metadata", true));
+  if (e.type != "BOOKMARK") {  // a bookmark's object carries its resourceVersion only
+    TESSERA_ASSIGN_OR_RETURN(e.pod, DecodePod(*object, "event.object"));
+  }
+  return e;
 }
 
 }  // namespace tessera::adapters

@@ -84,11 +84,23 @@ std::string EncodeAssignment(const placement::gpushare::Assignment& a);
 absl::StatusOr<placement::gpushare::Assignment> DecodeAssignment(absl::string_view text);
 
 // A v1 PodList / NodeList (or kubectl's List). `continue_token` (optional) receives the list's
-// metadata.continue: "" on the last page of a paged list (limit=N), else the next page's token.
+// metadata.continue: "" on the last page of a paged list (limit=N), else the next page's token;
+// `resource_version` (optional) its metadata.resourceVersion, where a watch of it starts.
 absl::StatusOr<std::vector<PodInfo>> DecodePodList(absl::string_view body,
-                                                   std::string* continue_token = nullptr);
+                                                   std::string* continue_token = nullptr,
+                                                   std::string* resource_version = nullptr);
 absl::StatusOr<std::vector<placement::gpushare::OnlineNode>> DecodeNodeListJson(
     absl::string_view body, std::string* continue_token = nullptr);
+
+// One event of a pod watch (a line of `GET /api/v1/pods?watch=1`): {"type", "object"}.
+struct PodEvent {
+  std::string type;              // ADDED, MODIFIED, DELETED, BOOKMARK or ERROR
+  PodInfo pod;                   // ADDED, MODIFIED, DELETED
+  std::string resource_version;  // the object's; where a watch resumes (all but ERROR)
+  int64_t error_code = 0;        // ERROR: the Status's code (410: the version is gone; relist)
+  std::string error_message;     // ERROR
+};
+absl::StatusOr<PodEvent> DecodePodEvent(absl::string_view line);
 
 // Parses a JSON body; InvalidArgument naming the byte offset on a syntax error.
 absl::StatusOr<nlohmann::json> ParseJson(absl::string_view body, absl::string_view what);

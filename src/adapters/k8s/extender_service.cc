@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -24,11 +25,16 @@ constexpr size_t kRememberedRequests = 4096;
 // not one response of hundreds of megabytes.
 constexpr int kListPage = 500;
 
+// Only pods on a node hold GPUs; the field selector keeps the list and the watch small.
+constexpr char kBoundPods[] = "/api/v1/pods?fieldSelector=spec.nodeName%21%3D";  // != escaped
+
 // Every object of a collection, page by page. A continue token that expired between pages (410
-// Gone: the snapshot was compacted) restarts the list, twice at most.
+// Gone: the snapshot was compacted) restarts the list, twice at most. `resource_version`
+// (optional) receives the list's, where a watch of it starts.
 template <typename T, typename Decode>
 absl::StatusOr<std::vector<T>> ListAll(const KubeClient& kube, const std::string& path,
-                                       const std::string& what, Decode decode) {
+                                       const std::string& what, Decode decode,
+                                       std::string* resource_version = nullptr) {
   for (int attempt = 0;; ++attempt) {
     std::vector<T> all;
     std::string token;
@@ -44,7 +50,7 @@ absl::StatusOr<std::vector<T>> ListAll(const KubeClient& kube, const std::string
       }
       TESSERA_RETURN_IF_ERROR(KubeClient::Check(r, what));
       std::string next;
-      absl::StatusOr<std::vector<T>> page = decode(r.body, &next);
+      absl::StatusOr<std::vector<T>> page = decode(r.body, &next, resource_version);
       if (!page.ok()) {
         return absl::Status(page.status().code(), absl::StrCat(what, ", objects ", all.size(),
                                                                " on: ", page.status().message()));
@@ -126,19 +132,145 @@ absl::StatusOr<std::vector<std::string>> ExtenderService::Sync() {
     absl::MutexLock lock(&mu_);
     since = cluster_.generation();
   }
-  TESSERA_ASSIGN_OR_RETURN(std::vector<OnlineNode> nodes,
-                           ListAll<OnlineNode>(*kube_, "/api/v1/nodes", "list nodes",
-                                               [](absl::string_view body, std::string* next) {
-                                                 return DecodeNodeListJson(body, next);
-                                               }));
-  // Only pods on a node hold GPUs; the field selector keeps the list small.
+  TESSERA_ASSIGN_OR_RETURN(
+      std::vector<OnlineNode> nodes,
+      ListAll<OnlineNode>(*kube_, "/api/v1/nodes", "list nodes",
+                          [](absl::string_view body, std::string* next, std::string*) {
+                            return DecodeNodeListJson(body, next);
+                          }));
+  std::string version;
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<PodInfo> pods,
-      ListAll<PodInfo>(
-          *kube_, "/api/v1/pods?fieldSelector=" + UrlEscape("spec.nodeName!="), "list pods",
-          [](absl::string_view body, std::string* next) { return DecodePodList(body, next); }));
+      ListAll<PodInfo>(*kube_, kBoundPods, "list pods", DecodePodList, &version));
   absl::MutexLock lock(&mu_);
+  pods_version_ = version;
   return Apply(nodes, pods, since);
+}
+
+void ExtenderService::ApplyPodEvent(const PodEvent& e, std::vector<std::string>* problems) {
+  ++pod_events_;
+  if (!e.resource_version.empty()) pods_version_ = e.resource_version;
+  if (e.type == "BOOKMARK") return;
+  if (e.type == "DELETED" || !e.pod.active()) {
+    cluster_.Release(e.pod.uid);
+    return;
+  }
+  // The rules of a list: an assignment that cannot be read or names another node is reported and
+  // not held; a bound pod without one holds nothing (the extender annotates before it binds).
+  std::map<std::string, Assignment> live = LiveAssignments({e.pod}, problems);
+  auto it = live.find(e.pod.uid);
+  if (it == live.end()) {
+    cluster_.Release(e.pod.uid);
+    return;
+  }
+  if (absl::Status s = cluster_.Restore(e.pod.uid, it->second); !s.ok()) {
+    problems->push_back(absl::StrCat(e.pod.uid, ": ", s.message()));
+  }
+}
+
+absl::Status ExtenderService::WatchPods(int timeout_s, const std::atomic<bool>* stop,
+                                        const std::function<void(const std::string&)>& report) {
+  if (kube_ == nullptr) {
+    return absl::FailedPreconditionError("no Kubernetes API configured");
+  }
+  std::string version;
+  {
+    absl::MutexLock lock(&mu_);
+    version = pods_version_;
+  }
+  if (version.empty()) {
+    return absl::FailedPreconditionError("no pod list to watch from (list first)");
+  }
+  const std::string path = absl::StrCat(
+      kBoundPods, "&watch=1&allowWatchBookmarks=true&resourceVersion=", UrlEscape(version),
+      "&timeoutSeconds=", timeout_s);
+  absl::Status failure;
+  absl::StatusOr<KubeResponse> r = kube_->Watch(
+      path, timeout_s,
+      [&](absl::string_view line) {
+        absl::StatusOr<PodEvent> e = DecodePodEvent(line);
+        if (!e.ok()) {  // skipped, not retried forever; the next list has the pod as it is
+          report(absl::StrCat("an event skipped: ", e.status().message()));
+          return true;
+        }
+        if (e->type == "ERROR") {
+          failure = e->error_code == 410
+                        ? absl::AbortedError(absl::StrCat("watch pods: resourceVersion ", version,
+                                                          " is gone (410: ", e->error_message,
+                                                          "); listing again"))
+                        : absl::UnavailableError(absl::StrCat("watch pods: ERROR ", e->error_code,
+                                                              ": ", e->error_message));
+          return false;
+        }
+        std::vector<std::string> problems;
+        {
+          absl::MutexLock lock(&mu_);
+          ApplyPodEvent(*e, &problems);
+        }
+        for (const std::string& p : problems) report(p);
+        return true;
+      },
+      stop);
+  if (!failure.ok()) {
+    if (absl::IsAborted(failure)) {
+      absl::MutexLock lock(&mu_);
+      pods_version_.clear();
+    }
+    return failure;
+  }
+  if (!r.ok()) {
+    return stop != nullptr && stop->load() ? absl::OkStatus() : r.status();
+  }
+  if (r->status == 410) {
+    absl::MutexLock lock(&mu_);
+    pods_version_.clear();
+    return absl::AbortedError(
+        absl::StrCat("watch pods: resourceVersion ", version, " is gone (410); listing again"));
+  }
+  return KubeClient::Check(*r, "watch pods");
+}
+
+void ExtenderService::Follow(const Clock& clock, absl::Duration resync,
+                             const std::atomic<bool>& stop,
+                             const std::function<void(const std::string&)>& log) {
+  auto sleep = [&stop](absl::Duration d) {
+    for (absl::Duration slept; slept < d && !stop.load(); slept += absl::Milliseconds(100)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  };
+  absl::Time next_list = clock.Now() + resync;
+  bool need_list = false;
+  absl::Duration backoff = absl::Seconds(1);
+  auto failed = [&](const char* what, const absl::Status& s) {
+    log(absl::StrCat(what, ": ", s.message()));
+    sleep(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(30));
+  };
+  while (!stop.load()) {
+    if (need_list || clock.Now() >= next_list) {
+      next_list = clock.Now() + resync;
+      absl::StatusOr<std::vector<std::string>> problems = Sync();
+      need_list = !problems.ok();
+      if (!problems.ok()) {
+        failed("resync", problems.status());
+        continue;
+      }
+      for (const std::string& p : *problems) log("resync: " + p);
+    }
+    const int64_t left = std::max<int64_t>(1, absl::ToInt64Seconds(next_list - clock.Now()));
+    absl::Status watched = WatchPods(static_cast<int>(left), &stop,
+                                     [&log](const std::string& p) { log("watch: " + p); });
+    if (watched.ok()) {
+      backoff = absl::Seconds(1);
+    } else if (absl::IsAborted(watched)) {
+      log(std::string(watched.message()));
+      need_list = true;
+    } else {
+      failed("watch", watched);
+      // No version to resume from (the state came from files, not a list): list first.
+      need_list = absl::IsFailedPrecondition(watched);
+    }
+  }
 }
 
 void ExtenderService::LearnNodes(const ExtenderArgs& args) {
@@ -372,7 +504,12 @@ HttpReply ExtenderService::Metrics() const {
                   cluster_.pods(),
                   "\n# HELP tessera_extender_nodes Nodes known.\n"
                   "# TYPE tessera_extender_nodes gauge\ntessera_extender_nodes ",
-                  cluster_.num_nodes(), "\n");
+                  cluster_.num_nodes(),
+                  "\n# HELP tessera_extender_pod_events_total Pod changes applied from the "
+                  "watch between lists.\n"
+                  "# TYPE tessera_extender_pod_events_total counter\n"
+                  "tessera_extender_pod_events_total ",
+                  pod_events_, "\n");
   return {200, "text/plain; version=0.0.4", out};
 }
 

@@ -9,7 +9,8 @@
 // Bind: reserve the GPUs the policy picks on the chosen node, merge-patch the pod's
 // tessera.io/gpu-assignment annotation, then POST the pods/binding subresource; any failure
 // releases the reservation and is returned in ExtenderBindingResult.error. Restart: Sync()
-// lists nodes and pods and holds every active pod's recorded assignment again.
+// lists nodes and pods and holds every active pod's recorded assignment again; between lists,
+// WatchPods (Follow, for --resync) follows the pods as they are bound elsewhere or end.
 //
 // Example:
 //   ExtenderService svc(MakeTesseraPolicy(), std::make_unique<KubeClient>(cfg));
@@ -19,6 +20,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,6 +31,7 @@
 #include "adapters/http/server.h"  // HttpReply
 #include "adapters/k8s/extender_protocol.h"
 #include "adapters/k8s/kube_client.h"
+#include "base/clock.h"
 #include "placement/gpushare/online_cluster.h"
 
 namespace tessera::adapters {
@@ -50,6 +53,22 @@ class ExtenderService {
   // list was in flight are kept. Returns the problems as Rebuild does; an error only when the
   // lists cannot be had.
   absl::StatusOr<std::vector<std::string>> Sync();
+  // Follows the pods between lists, as an informer does: watches them from the last Sync's
+  // resourceVersion (then from the last event's) for `timeout_s` seconds, applying each change
+  // as it comes with the rules of a list (a pod bound by another scheduler replica is held, one
+  // that ended or was deleted releases its GPUs) and passing each problem to `report` (an event
+  // that cannot be decoded is one: skipped, the next list has the pod as it is). OK when
+  // the watch ran its time or `*stop` became true; Aborted when the version is gone (410: the
+  // next call needs a Sync first); other errors when the watch failed.
+  absl::Status WatchPods(int timeout_s, const std::atomic<bool>* stop,
+                         const std::function<void(const std::string&)>& report);
+  // `--resync`: lists nodes and pods (Sync) every `resync` and watches the pods in between, until
+  // `stop`; the first list is taken to have been made just before. A watch that fails resumes from
+  // its last event after a back-off (1 s, doubling to 30 s); one whose version is gone (410) lists
+  // again at once. Each problem and failure goes to `log` as one line ("resync: ...",
+  // "watch: ...").
+  void Follow(const Clock& clock, absl::Duration resync, const std::atomic<bool>& stop,
+              const std::function<void(const std::string&)>& log);
 
   HttpReply Filter(const std::string& body);
   HttpReply Prioritize(const std::string& body);
@@ -70,6 +89,9 @@ class ExtenderService {
   std::vector<std::string> Apply(const std::vector<placement::gpushare::OnlineNode>& nodes,
                                  const std::vector<PodInfo>& pods, uint64_t since)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One watch event: holds, moves or releases the pod's GPUs; problems as LiveAssignments'.
+  void ApplyPodEvent(const PodEvent& e, std::vector<std::string>* problems)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The assignments of the active pods that can be held, and a line for each that cannot.
   static std::map<std::string, placement::gpushare::Assignment> LiveAssignments(
       const std::vector<PodInfo>& pods, std::vector<std::string>* problems);
@@ -80,6 +102,10 @@ class ExtenderService {
   // Requests of pods seen by filter/prioritize, for bind (which names only the pod).
   absl::flat_hash_map<std::string, placement::gpushare::GpuRequest> requests_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> request_order_ ABSL_GUARDED_BY(mu_);
+  // Where the pod watch resumes: the last list's resourceVersion, then the last event's; "" when
+  // a list is needed first.
+  std::string pods_version_ ABSL_GUARDED_BY(mu_);
+  int64_t pod_events_ ABSL_GUARDED_BY(mu_) = 0;
   mutable absl::Mutex metrics_mu_;
   mutable std::map<std::pair<std::string, int>, int64_t> calls_ ABSL_GUARDED_BY(metrics_mu_);
   std::atomic<int64_t> binds_ok_{0};

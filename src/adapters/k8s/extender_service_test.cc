@@ -7,13 +7,16 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <fstream>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "adapters/io/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -76,6 +79,7 @@ class FakeApi {
         Reject(res, "expected fieldSelector=spec.nodeName!=");
         return;
       }
+      if (req.get_param_value("watch") == "1") return ServeWatch(req, res);
       ServeList(req, res, "PodList", Pods());
     });
     server_.Get(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+))",
@@ -104,6 +108,11 @@ class FakeApi {
     while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ~FakeApi() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
     server_.stop();
     thread_.join();
   }
@@ -112,7 +121,44 @@ class FakeApi {
     std::lock_guard<std::mutex> l(mu_);
     std::string key = pod["metadata"]["namespace"].get<std::string>() + "/" +
                       pod["metadata"]["name"].get<std::string>();
-    pods_[key] = std::move(pod);
+    Changed(key, &pod);
+  }
+  void DeletePod(const std::string& key) {
+    std::lock_guard<std::mutex> l(mu_);
+    Changed(key, nullptr);
+  }
+  void SetPhase(const std::string& key, const std::string& phase) {
+    std::lock_guard<std::mutex> l(mu_);
+    json pod = pods_.at(key);
+    pod["status"]["phase"] = phase;
+    Changed(key, &pod);
+  }
+  // A BOOKMARK for watchers: nothing changed up to the current version.
+  void Bookmark() {
+    std::lock_guard<std::mutex> l(mu_);
+    json mark = {{"kind", "Pod"},
+                 {"apiVersion", "v1"},
+                 {"metadata", {{"resourceVersion", std::to_string(++version_)}}}};
+    events_.push_back({version_, "BOOKMARK", mark});
+    changed_.notify_all();
+  }
+  // An event that is not what the API server sends, as the next in the stream.
+  void OddEvent(const json& object) {
+    std::lock_guard<std::mutex> l(mu_);
+    events_.push_back({++version_, "UPDATED", object});
+    changed_.notify_all();
+  }
+  // Changes outside the watched selection, then a compaction up to them: open watches end, and
+  // one resuming from any earlier version gets 410 (a new list's version is fine).
+  void Compact() {
+    std::lock_guard<std::mutex> l(mu_);
+    compacted_ = ++version_;
+    ++watch_epoch_;
+    changed_.notify_all();
+  }
+  int watches() {
+    std::lock_guard<std::mutex> l(mu_);
+    return watches_;
   }
   json Pod(const std::string& key) {
     std::lock_guard<std::mutex> l(mu_);
@@ -209,11 +255,86 @@ class FakeApi {
     size_t end = std::min(items.size(), start + std::min(limit, page_cap_));
     json page = json::array();
     for (size_t i = start; i < end; ++i) page.push_back(items[i]);
-    json meta = {{"resourceVersion", "12345"}};
+    json meta = {{"resourceVersion", std::to_string(version_)}};
     if (end < items.size()) meta["continue"] = absl::StrCat("next:", end);
     res.set_content(
         json{{"apiVersion", "v1"}, {"kind", kind}, {"metadata", meta}, {"items", page}}.dump(),
         "application/json");
+  }
+  // A pod changes (mu_ held; `after` null: deleted): a new resourceVersion, and the event a
+  // watch of bound pods (spec.nodeName!=) sees, as the API server derives it for a field
+  // selector: ADDED when the pod starts to match, DELETED when it stops, MODIFIED while it does.
+  void Changed(const std::string& key, json* after) {
+    auto bound = [](const json* p) {
+      return p != nullptr && p->contains("spec") && (*p)["spec"].contains("nodeName") &&
+             (*p)["spec"]["nodeName"].is_string() && !(*p)["spec"]["nodeName"].empty();
+    };
+    auto it = pods_.find(key);
+    json before = it == pods_.end() ? json() : it->second;
+    const bool was = it != pods_.end() && bound(&before), is = bound(after);
+    std::string rv = std::to_string(++version_);
+    if (after != nullptr) {
+      (*after)["metadata"]["resourceVersion"] = rv;
+      pods_[key] = *after;
+    } else if (it != pods_.end()) {
+      before["metadata"]["resourceVersion"] = rv;
+      pods_.erase(it);
+    }
+    if (was || is) {
+      const char* type = !was ? "ADDED" : !is ? "DELETED" : "MODIFIED";
+      events_.push_back({version_, type, is ? *after : before});
+      changed_.notify_all();
+    }
+  }
+  // A watch: every event after `resourceVersion`, one JSON line each, then new ones as they come,
+  // until timeoutSeconds; an ERROR event with code 410 for a compacted version.
+  void ServeWatch(const httplib::Request& req, httplib::Response& res) {
+    int64_t from = 0, timeout = 0;
+    if (!absl::SimpleAtoi(req.get_param_value("resourceVersion"), &from) ||
+        !absl::SimpleAtoi(req.get_param_value("timeoutSeconds"), &timeout) || timeout <= 0 ||
+        req.get_param_value("allowWatchBookmarks") != "true") {
+      return Reject(res,
+                    "a watch without resourceVersion, timeoutSeconds or bookmarks: " + req.path);
+    }
+    int epoch = 0;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++watches_;
+      epoch = watch_epoch_;
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
+    res.set_chunked_content_provider(
+        "application/json", [this, from, deadline, epoch](size_t, httplib::DataSink& sink) mutable {
+          std::unique_lock<std::mutex> l(mu_);
+          std::string out;
+          bool end = epoch != watch_epoch_;
+          if (from < compacted_) {
+            out = json{{"type", "ERROR"},
+                       {"object",
+                        {{"kind", "Status"},
+                         {"apiVersion", "v1"},
+                         {"status", "Failure"},
+                         {"message", "too old resource version: " + std::to_string(from)},
+                         {"reason", "Expired"},
+                         {"code", 410}}}}
+                      .dump() +
+                  "\n";
+            end = true;
+          }
+          for (const auto& [version, type, object] : events_) {
+            if (end || version <= from) continue;
+            out += json{{"type", type}, {"object", object}}.dump() + "\n";
+            from = version;
+          }
+          if (out.empty()) {
+            end = end || stopping_ || std::chrono::steady_clock::now() >= deadline;
+            if (!end) changed_.wait_for(l, std::chrono::milliseconds(20));
+          }
+          l.unlock();
+          if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+          if (end) sink.done();
+          return true;
+        });
   }
   void Reject(httplib::Response& res, const std::string& why) {
     res.status = 400;
@@ -252,10 +373,12 @@ class FakeApi {
                       "application/json");
       return;
     }
-    it->second["metadata"]["annotations"][kGpuAssignmentAnnotation] =
+    json pod = it->second;
+    pod["metadata"]["annotations"][kGpuAssignmentAnnotation] =
         patch["metadata"]["annotations"][kGpuAssignmentAnnotation];
+    Changed(it->first, &pod);
     ++patches_;
-    res.set_content(it->second.dump(), "application/json");
+    res.set_content(pod.dump(), "application/json");
   }
   void Bind(const httplib::Request& req, httplib::Response& res) {
     json b = json::parse(req.body, nullptr, false);
@@ -275,8 +398,10 @@ class FakeApi {
     }
     auto it = pods_.find(ns + "/" + name);
     if (it == pods_.end()) return NotFound(res, "pods", name);
-    it->second["spec"]["nodeName"] = b["target"]["name"];
-    it->second["status"]["phase"] = "Running";
+    json pod = it->second;
+    pod["spec"]["nodeName"] = b["target"]["name"];
+    pod["status"]["phase"] = "Running";
+    Changed(it->first, &pod);
     res.status = 201;
     res.set_content(R"({"kind":"Status","status":"Success","code":201})", "application/json");
   }
@@ -293,6 +418,13 @@ class FakeApi {
   size_t page_cap_ = 1000;
   bool expire_next_continue_ = false;
   int list_pages_ = 0;
+  int64_t version_ = 100;  // the last resourceVersion given out
+  int64_t compacted_ = 0;  // watches from before it get 410
+  int watch_epoch_ = 0;    // a Compact ends the watches of earlier epochs
+  std::vector<std::tuple<int64_t, std::string, json>> events_;  // of bound pods, in order
+  std::condition_variable changed_;
+  bool stopping_ = false;
+  int watches_ = 0;
 };
 
 // The extender, served over HTTP on a free port.
@@ -411,6 +543,38 @@ TEST(ExtenderProtocol, DecodesRecordedNodesAndPods) {
 
 // kube-scheduler's effective request: max(app containers + sidecars, each regular init container
 // + the sidecars before it); a sidecar is an init container with restartPolicy Always.
+// Watch events as the API server streams them, one JSON object a line.
+TEST(ExtenderProtocol, DecodesPodWatchEvents) {
+  json pod = Fixture("pod-share.json");
+  pod["metadata"]["resourceVersion"] = "8812";
+  absl::StatusOr<PodEvent> added = DecodePodEvent(json{{"type", "ADDED"}, {"object", pod}}.dump());
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_EQ(added->type, "ADDED");
+  EXPECT_EQ(added->resource_version, "8812");
+  EXPECT_EQ(added->pod.uid, pod["metadata"]["uid"]);
+  absl::StatusOr<PodEvent> mark = DecodePodEvent(
+      R"({"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"9000","annotations":{"k8s.io/initial-events-end":"true"}}}})");
+  ASSERT_TRUE(mark.ok()) << mark.status();
+  EXPECT_EQ(mark->resource_version, "9000");
+  absl::StatusOr<PodEvent> gone = DecodePodEvent(
+      R"js({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (8812)","reason":"Expired","code":410}})js");
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_EQ(gone->error_code, 410);
+  EXPECT_EQ(gone->error_message, "too old resource version: 1 (8812)");
+  for (const auto& [line, error] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"type":"UPDATED","object":{}})",
+            "event.type: expected ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, found \"UPDATED\""},
+           {R"({"type":"ADDED"})", "event.object: required object missing"},
+           {R"({"type":"DELETED","object":{"metadata":{}}})",
+            "event.object.metadata.resourceVersion: required string missing"},
+           {R"({"type":"ADDED","object":[]})", "event.object: expected an object, found array"},
+           {R"({"type":"ADDED")", "watch event"}}) {
+    absl::StatusOr<PodEvent> e = DecodePodEvent(line);
+    ASSERT_FALSE(e.ok()) << line;
+    EXPECT_THAT(e.status().message(), HasSubstr(error)) << line;
+  }
+}
+
 TEST(ExtenderProtocol, WholeGpuCountIsThePodsEffectiveRequest) {
   auto gpus = [](const json& init) {
     json p = Fixture("pod-whole.json");  // app containers: 2 GPUs (limits) + a sidecar with none
@@ -730,6 +894,144 @@ TEST(Extender, BindAnnotatesThenBindsAndRestartRestores) {
   EXPECT_THAT((*problems)[1],
               HasSubstr("tessera.io/gpu-assignment.gpus: expected an array of indices"));
   EXPECT_THAT(again.svc->Metrics().body, HasSubstr("\ntessera_extender_restore_problems 2\n"));
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+// A standby extender follows the leader's binds and the pods that end through its pod watch,
+// with no list between them. Before, it learned of them only at its next --resync (30 s by
+// default); a failover inside that window could give a GPU the leader had just given away.
+TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
+  FakeApi api;
+  std::string kubeconfig = api.WriteKubeconfig(TempDir());
+  json pod = Fixture("pod-share.json");
+  const std::string uid = pod["metadata"]["uid"];
+  api.AddPod(pod);
+  Served leader(kubeconfig);
+  Served standby(kubeconfig);
+  ASSERT_TRUE(leader.svc->Sync().ok());
+  ASSERT_TRUE(standby.svc->Sync().ok());
+  const int pages_listed = api.list_pages();
+  std::mutex mu;
+  std::vector<std::string> logged;
+  std::atomic<bool> stop{false};
+  std::thread follow([&] {
+    RealClock clock;
+    standby.svc->Follow(clock, absl::Seconds(30), stop, [&](const std::string& line) {
+      std::lock_guard<std::mutex> l(mu);
+      logged.push_back(line);
+    });
+  });
+  auto eventually = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 500 && !done(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return done();
+  };
+
+  // The leader binds: the standby holds the same GPUs.
+  ASSERT_TRUE(leader.Post("filter", ArgsWithNodes(pod, {"node-h100.json"}).dump()));
+  httplib::Result r = leader.Post("bind", Fixture("binding-args.json").dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(json::parse(r->body), json({{"error", ""}}));
+  const std::optional<Assignment> held = leader.svc->Held(uid);
+  ASSERT_TRUE(held.has_value());
+  EXPECT_TRUE(eventually([&] { return standby.svc->Held(uid) == held; }));
+
+  // A pod bound with an annotation that cannot be read is reported, not held.
+  json edited = Fixture("pod-share.json");
+  edited["metadata"]["name"] = "edited";
+  edited["metadata"]["uid"] = "uid-edited";
+  edited["metadata"]["annotations"][kGpuAssignmentAnnotation] =
+      R"({"node": "gpu-h100-1", "gpus": "0"})";
+  edited["spec"]["nodeName"] = "gpu-h100-1";
+  edited["status"]["phase"] = "Running";
+  api.AddPod(edited);
+  EXPECT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> l(mu);
+    return !logged.empty();
+  }));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    ASSERT_EQ(logged.size(), 1u);
+    EXPECT_THAT(logged[0], HasSubstr("watch: pod inference/edited on gpu-h100-1: "));
+    EXPECT_THAT(logged[0], HasSubstr("expected an array of indices"));
+  }
+  EXPECT_FALSE(standby.svc->Held("uid-edited").has_value());
+
+  // An event it cannot read is reported and skipped; the watch goes on.
+  api.OddEvent(pod);
+  EXPECT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> l(mu);
+    return logged.size() == 2;
+  }));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_THAT(logged[1], HasSubstr("watch: an event skipped: event.type: expected ADDED, "
+                                     "MODIFIED, DELETED, BOOKMARK or ERROR, found \"UPDATED\""));
+  }
+
+  // The pod ends (after a bookmark): its GPUs are free on the standby too.
+  api.Bookmark();
+  api.SetPhase("inference/chat-small-7d9f8b6c5-x2x4q", "Succeeded");
+  EXPECT_TRUE(eventually([&] { return !standby.svc->Held(uid).has_value(); }));
+  EXPECT_EQ(api.list_pages(), pages_listed);  // all of it from the watch
+  EXPECT_EQ(api.watches(), 1);
+
+  // Versions compacted away end the watch; resuming gets 410, and the standby lists again and
+  // goes on following: a second pod bound and deleted.
+  api.Compact();
+  json second = SharePod(2, "10Gi", "0.1");
+  second["spec"]["nodeName"] = "gpu-h100-1";
+  second["status"]["phase"] = "Running";
+  second["metadata"]["annotations"][kGpuAssignmentAnnotation] =
+      R"({"node": "gpu-h100-1", "gpus": [3], "milliPerGpu": 130})";
+  api.AddPod(second);
+  const std::string second_uid = second["metadata"]["uid"];
+  EXPECT_TRUE(eventually([&] { return standby.svc->Held(second_uid).has_value(); }));
+  EXPECT_GT(api.list_pages(), pages_listed);
+  {
+    std::lock_guard<std::mutex> l(mu);
+    // The 410, then the list's problem again (the edited pod).
+    ASSERT_EQ(logged.size(), 4u) << absl::StrJoin(logged, "\n");
+    EXPECT_THAT(logged[2], HasSubstr("watch pods: resourceVersion "));
+    EXPECT_THAT(logged[2], HasSubstr(" is gone (410: too old resource version"));
+    EXPECT_THAT(logged[3], HasSubstr("resync: pod inference/edited on gpu-h100-1: "));
+  }
+  api.DeletePod("inference/chat-2");
+  EXPECT_TRUE(eventually([&] { return !standby.svc->Held(second_uid).has_value(); }));
+  EXPECT_THAT(standby.svc->Metrics().body, HasSubstr("\ntessera_extender_pod_events_total "));
+
+  // A stop ends an idle watch long before its 30 s.
+  auto asked = std::chrono::steady_clock::now();
+  stop = true;
+  follow.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(5));
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+// --resync: a list every period, the pods watched in between (a new watch after each list).
+TEST(Extender, FollowListsEveryResyncAndWatchesBetween) {
+  FakeApi api;
+  Served ext(api.WriteKubeconfig(TempDir()));
+  ASSERT_TRUE(ext.svc->Sync().ok());
+  ASSERT_EQ(api.list_pages(), 2);  // nodes, pods
+  std::atomic<bool> stop{false};
+  std::vector<std::string> logged;
+  std::thread follow([&] {
+    RealClock clock;
+    ext.svc->Follow(clock, absl::Seconds(1), stop,
+                    [&](const std::string& line) { logged.push_back(line); });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  stop = true;
+  follow.join();
+  // Lists at about 1 s and 2 s (each a page of nodes and one of pods), a watch after each.
+  EXPECT_GE(api.list_pages(), 2 + 2 * 2);
+  EXPECT_LE(api.list_pages(), 2 + 2 * 3);
+  const int lists = (api.list_pages() - 2) / 2;
+  EXPECT_GE(api.watches(), lists);      // one after the start-up list and one after each since,
+  EXPECT_LE(api.watches(), lists + 1);  // unless the stop came between a list and its watch
+  EXPECT_TRUE(logged.empty()) << logged[0];
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 

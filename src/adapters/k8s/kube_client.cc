@@ -198,9 +198,8 @@ absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path) {
 
 KubeClient::KubeClient(KubeConfig config) : config_(std::move(config)) {}
 
-absl::StatusOr<KubeResponse> KubeClient::Request(const std::string& method, const std::string& path,
-                                                 const std::string& body,
-                                                 const std::string& content_type) const {
+absl::StatusOr<HttpRequest> KubeClient::Prepare(const std::string& method,
+                                                const std::string& path) const {
   std::string token = config_.token;
   if (!config_.token_file.empty()) {
     TESSERA_ASSIGN_OR_RETURN(token, ReadSecretFile(config_.token_file));
@@ -208,10 +207,8 @@ absl::StatusOr<KubeResponse> KubeClient::Request(const std::string& method, cons
   HttpRequest req;
   req.method = method;
   req.url = config_.server + path;
-  req.body = body;
   req.timeout_ms = config_.timeout_ms;
-  req.headers = {"Accept: application/json", "Content-Type: " + content_type,
-                 "User-Agent: tessera-scheduler-extender"};
+  req.headers = {"Accept: application/json", "User-Agent: tessera-scheduler-extender"};
   if (!token.empty()) {
     req.headers.push_back("Authorization: Bearer " + token);
   }
@@ -222,8 +219,50 @@ absl::StatusOr<KubeResponse> KubeClient::Request(const std::string& method, cons
              .client_key_file = config_.client_key_file,
              .client_key_pem = config_.client_key_data,
              .insecure_skip_verify = config_.insecure_skip_tls_verify};
+  return req;
+}
+
+absl::StatusOr<KubeResponse> KubeClient::Request(const std::string& method, const std::string& path,
+                                                 const std::string& body,
+                                                 const std::string& content_type) const {
+  TESSERA_ASSIGN_OR_RETURN(HttpRequest req, Prepare(method, path));
+  req.body = body;
+  req.headers.push_back("Content-Type: " + content_type);
   TESSERA_ASSIGN_OR_RETURN(HttpResponse r, Fetch(req));
   return KubeResponse{r.status, std::move(r.body)};
+}
+
+absl::StatusOr<KubeResponse> KubeClient::Watch(
+    const std::string& path, int timeout_s, const std::function<bool(absl::string_view)>& on_event,
+    const std::atomic<bool>* stop) const {
+  TESSERA_ASSIGN_OR_RETURN(HttpRequest req, Prepare("GET", path));
+  // The server ends the watch after timeoutSeconds; the client allows it a margin on top.
+  req.timeout_ms = (timeout_s + 30) * 1000;
+  req.connect_timeout_ms = config_.timeout_ms;
+  req.cancel = stop;
+  std::string partial;  // an event split across pieces of the stream
+  bool too_long = false;
+  req.on_data = [&](absl::string_view piece) {
+    for (size_t nl; (nl = piece.find('\n')) != absl::string_view::npos;) {
+      partial.append(piece.data(), nl);
+      piece.remove_prefix(nl + 1);
+      if (!partial.empty() && !on_event(partial)) return false;
+      partial.clear();
+    }
+    if (partial.size() + piece.size() > kMaxWatchEventBytes) {
+      too_long = true;
+      return false;
+    }
+    partial.append(piece.data(), piece.size());
+    return true;
+  };
+  absl::StatusOr<HttpResponse> r = Fetch(req);
+  if (too_long) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("GET ", path, ": a watch event longer than ", kMaxWatchEventBytes, " bytes"));
+  }
+  if (!r.ok()) return r.status();
+  return KubeResponse{r->status, std::move(r->body)};
 }
 
 absl::Status KubeClient::Check(const KubeResponse& r, const std::string& what) {

@@ -12,6 +12,8 @@
 //   absl::StatusOr<KubeResponse> r = kube.Get("/api/v1/nodes");
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -64,10 +66,22 @@ class KubeClient {
                                        const std::string& content_type = "application/json") const;
   absl::StatusOr<KubeResponse> Get(const std::string& path) const { return Request("GET", path); }
 
+  // A watch: `path` asks for one (watch=1, timeoutSeconds=`timeout_s`). Each event, a line of
+  // JSON, goes to `on_event` as it arrives, until the server ends the watch (OK, with an empty
+  // body), `on_event` returns false or `*stop` becomes true (both Cancelled), or an event runs
+  // past kMaxWatchEventBytes (ResourceExhausted). A non-2xx answer comes back as a response, as
+  // from Request.
+  static constexpr size_t kMaxWatchEventBytes = size_t{16} << 20;  // etcd holds 1.5 MiB objects
+  absl::StatusOr<KubeResponse> Watch(const std::string& path, int timeout_s,
+                                     const std::function<bool(absl::string_view)>& on_event,
+                                     const std::atomic<bool>* stop) const;
+
   // Status from a response: OK for 2xx, else an error with the API's Status message.
   static absl::Status Check(const KubeResponse& r, const std::string& what);
 
  private:
+  // Method, URL, credentials and TLS of a request to `path`; the token file is read here.
+  absl::StatusOr<HttpRequest> Prepare(const std::string& method, const std::string& path) const;
   KubeConfig config_;
 };
 

@@ -15,10 +15,24 @@ struct Sink {
   std::string body;
   size_t max = 0;
   bool over = false;
+  CURL* handle = nullptr;
+  const std::function<bool(absl::string_view)>* on_data = nullptr;  // null: collect
+  bool stopped = false;                                             // on_data returned false
 };
 
 size_t Append(char* data, size_t size, size_t n, void* out) {
   auto* sink = static_cast<Sink*>(out);
+  if (sink->on_data != nullptr) {
+    long status = 0;  // known once the headers are in, before any body
+    curl_easy_getinfo(sink->handle, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 200 && status < 300) {
+      if (!(*sink->on_data)(absl::string_view(data, size * n))) {
+        sink->stopped = true;
+        return 0;  // curl stops with CURLE_WRITE_ERROR
+      }
+      return size * n;
+    }
+  }
   if (size * n > sink->max - sink->body.size()) {
     sink->over = true;
     return 0;  // curl stops with CURLE_WRITE_ERROR
@@ -35,6 +49,10 @@ CURL* ThreadHandle() {
   thread_local std::unique_ptr<CURL, void (*)(CURL*)> handle(curl_easy_init(), curl_easy_cleanup);
   if (handle != nullptr) curl_easy_reset(handle.get());
   return handle.get();
+}
+
+int Progress(void* cancel, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<const std::atomic<bool>*>(cancel)->load() ? 1 : 0;  // 1: abort
 }
 
 curl_blob Blob(const std::string& s) {
@@ -84,7 +102,11 @@ absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
   if (h == nullptr) {
     return absl::InternalError("curl_easy_init failed");
   }
-  Sink response{.body = {}, .max = req.max_response_bytes, .over = false};
+  Sink response{.body = {},
+                .max = req.max_response_bytes,
+                .over = false,
+                .handle = h,
+                .on_data = req.on_data ? &req.on_data : nullptr};
   curl_easy_setopt(h, CURLOPT_URL, req.url.c_str());
   if (!req.unix_socket.empty()) {
     curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, req.unix_socket.c_str());
@@ -92,7 +114,14 @@ absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout_ms));
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(req.timeout_ms));
+  curl_easy_setopt(
+      h, CURLOPT_CONNECTTIMEOUT_MS,
+      static_cast<long>(req.connect_timeout_ms > 0 ? req.connect_timeout_ms : req.timeout_ms));
+  if (req.cancel != nullptr) {
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, Progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, const_cast<std::atomic<bool>*>(req.cancel));
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  }
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, Append);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &response);
   if (!req.body.empty() || req.method == "POST" || req.method == "PATCH" || req.method == "PUT") {
@@ -129,6 +158,9 @@ absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
   if (response.over) {
     return absl::ResourceExhaustedError(absl::StrCat(
         req.method, " ", req.url, ": response larger than ", req.max_response_bytes, " bytes"));
+  }
+  if (response.stopped || rc == CURLE_ABORTED_BY_CALLBACK) {
+    return absl::CancelledError(absl::StrCat(req.method, " ", req.url, ": stopped"));
   }
   if (rc == CURLE_OPERATION_TIMEDOUT) {
     return absl::DeadlineExceededError(

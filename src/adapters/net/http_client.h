@@ -9,10 +9,13 @@
 //   absl::StatusOr<HttpResponse> r = Fetch(req);
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace tessera::adapters {
 
@@ -38,6 +41,15 @@ struct HttpRequest {
   // length: an endpoint that is not what the config says (a file server, a proxy's error page
   // streaming) must not fill the memory. A page of 500 pods is a few MB.
   size_t max_response_bytes = size_t{64} << 20;
+  // Streaming (a Kubernetes watch): when set, a 2xx body is handed over piece by piece as it
+  // arrives instead of being collected (max_response_bytes does not apply; the callee bounds
+  // what it keeps), and the response's body stays empty. Returning false stops the transfer
+  // (Cancelled). The body of any other status is collected as usual.
+  std::function<bool(absl::string_view)> on_data;
+  // Checked about once a second while the request runs; true stops it (Cancelled). Lets a
+  // shutdown end a long poll without waiting for its timeout.
+  const std::atomic<bool>* cancel = nullptr;
+  int connect_timeout_ms = 0;  // 0: timeout_ms
 };
 
 struct HttpResponse {
@@ -46,7 +58,8 @@ struct HttpResponse {
 };
 
 // Transport failures are Unavailable (DeadlineExceeded for a timeout, ResourceExhausted for a body
-// beyond max_response_bytes); any HTTP status is a response.
+// beyond max_response_bytes, Cancelled when on_data or cancel stopped it); any HTTP status is a
+// response.
 absl::StatusOr<HttpResponse> Fetch(const HttpRequest& request);
 
 // Percent-encodes a path segment or query value (RFC 3986: unreserved characters kept, the rest

@@ -1,6 +1,9 @@
 #include "adapters/net/http_client.h"
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "adapters/net/test_http_server.h"
@@ -46,6 +49,77 @@ TEST(Fetch, RefusesAResponseLargerThanTheBound) {
     EXPECT_THAT(r.status().message(),
                 HasSubstr(absl::StrCat("GET ", req.url, ": response larger than 1000 bytes")));
   }
+}
+
+// Streaming (a watch): a 2xx body reaches on_data piece by piece, past max_response_bytes, and
+// is not collected; another status's body is collected as usual; on_data returning false, or
+// `cancel`, stops the request (Cancelled) without waiting for the body or the timeout.
+TEST(Fetch, StreamsA2xxBodyAndStopsWhenAsked) {
+  std::atomic<bool> serving{true};
+  testing::LocalHttpServer server([&serving](httplib::Server& s) {
+    s.Get("/stream", [&serving](const httplib::Request& req, httplib::Response& res) {
+      const bool endless = req.has_param("endless");
+      res.set_chunked_content_provider(
+          "application/json", [endless, &serving](size_t offset, httplib::DataSink& sink) {
+            if (!endless && offset >= 3000) {
+              sink.done();
+              return true;
+            }
+            if (endless && offset >= 3000) {  // then idle, as a quiet watch is
+              std::this_thread::sleep_for(std::chrono::milliseconds(20));
+              return serving.load();
+            }
+            return sink.write("0123456789\n", 11);
+          });
+    });
+    s.Get("/denied", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 403;
+      res.set_content(R"({"kind":"Status","message":"forbidden"})", "application/json");
+    });
+  });
+  std::string got;
+  HttpRequest req;
+  req.url = server.url("/stream");
+  req.max_response_bytes = 100;
+  req.on_data = [&got](absl::string_view piece) {
+    got.append(piece.data(), piece.size());
+    return true;
+  };
+  absl::StatusOr<HttpResponse> r = Fetch(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "");
+  EXPECT_GE(got.size(), 3000u);
+  EXPECT_EQ(got.substr(0, 22), "0123456789\n0123456789\n");
+
+  req.url = server.url("/denied");
+  r = Fetch(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 403);
+  EXPECT_EQ(r->body, R"({"kind":"Status","message":"forbidden"})");
+
+  req.url = server.url("/stream");
+  req.on_data = [](absl::string_view) { return false; };
+  r = Fetch(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+
+  std::atomic<bool> cancel{false};
+  req.url = server.url("/stream?endless=1");
+  req.on_data = [](absl::string_view) { return true; };
+  req.cancel = &cancel;
+  req.timeout_ms = 60000;
+  std::thread stopper([&cancel] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cancel = true;
+  });
+  auto start = std::chrono::steady_clock::now();
+  r = Fetch(req);
+  stopper.join();
+  serving = false;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 }  // namespace
