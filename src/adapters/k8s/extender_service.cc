@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
@@ -88,12 +89,18 @@ std::vector<std::string> ExtenderService::Rebuild(const std::vector<OnlineNode>&
 std::vector<std::string> ExtenderService::Apply(const std::vector<OnlineNode>& nodes,
                                                 const std::vector<PodInfo>& pods, uint64_t since) {
   std::vector<std::string> problems;
+  std::map<std::string, Assignment> live = LiveAssignments(pods, &problems);
+  // Nodes that left the cluster are forgotten; one that a running pod still names stays until
+  // the pod is gone (pods are collected after their node).
+  absl::flat_hash_set<std::string> keep;
+  for (const OnlineNode& n : nodes) keep.insert(n.name);
+  for (const auto& [uid, a] : live) keep.insert(a.node);
+  cluster_.RemoveNodesExcept(keep, since);  // their pods are not live: released as leavers
   for (const OnlineNode& n : nodes) {
     for (const std::string& uid : cluster_.UpsertNode(n)) {
       problems.push_back(absl::StrCat("pod ", uid, " no longer fits node ", n.name));
     }
   }
-  std::map<std::string, Assignment> live = LiveAssignments(pods, &problems);
   auto r = cluster_.Resync(live, since);
   for (std::string& c : r.conflicts) {
     problems.push_back(std::move(c));

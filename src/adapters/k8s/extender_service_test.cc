@@ -123,6 +123,10 @@ class FakeApi {
                       pod["metadata"]["name"].get<std::string>();
     Changed(key, &pod);
   }
+  void DeleteNode(const std::string& name) {
+    std::lock_guard<std::mutex> l(mu_);
+    std::erase_if(nodes_, [&](const json& n) { return n["metadata"]["name"] == name; });
+  }
   void DeletePod(const std::string& key) {
     std::lock_guard<std::mutex> l(mu_);
     Changed(key, nullptr);
@@ -1033,6 +1037,24 @@ TEST(Extender, FollowListsEveryResyncAndWatchesBetween) {
   EXPECT_LE(api.watches(), lists + 1);  // unless the stop came between a list and its watch
   EXPECT_TRUE(logged.empty()) << logged[0];
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+// A node that left the cluster (the cluster autoscaler scaled it down) is forgotten at the next
+// list; before, it counted in the extender's GPU total, and its gauges, for good.
+TEST(Extender, SyncForgetsNodesThatLeft) {
+  FakeApi api;
+  Served ext(api.WriteKubeconfig(TempDir()));
+  ASSERT_TRUE(ext.svc->Sync().ok());
+  std::string before = ext.svc->Metrics().body;
+  EXPECT_THAT(before, HasSubstr("\ntessera_extender_nodes 3\n"));
+  EXPECT_THAT(before, HasSubstr("\ntessera_extender_gpu_milli{state=\"total\"} 10000\n"));
+  api.DeleteNode("gpu-l4-1");
+  absl::StatusOr<std::vector<std::string>> problems = ext.svc->Sync();
+  ASSERT_TRUE(problems.ok()) << problems.status();
+  EXPECT_TRUE(problems->empty()) << (*problems)[0];
+  std::string after = ext.svc->Metrics().body;
+  EXPECT_THAT(after, HasSubstr("\ntessera_extender_nodes 2\n"));
+  EXPECT_THAT(after, HasSubstr("\ntessera_extender_gpu_milli{state=\"total\"} 8000\n"));
 }
 
 // Lists are read in pages (limit and continue), as the API server chunks them; an expired token

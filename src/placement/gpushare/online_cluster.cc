@@ -19,6 +19,7 @@ std::vector<std::string> OnlineCluster::UpsertNode(const OnlineNode& node) {
                                         .gpus = node.gpus,
                                         .model = node.model});
     nodes_.push_back(node);
+    added_.push_back(++generation_);
     return {};
   }
   if (nodes_[it->second] == node) {
@@ -27,6 +28,39 @@ std::vector<std::string> OnlineCluster::UpsertNode(const OnlineNode& node) {
   // Capacity changed (a GPU went away, MIG or a relabel): rebuild the state and hold again
   // every pod that still fits.
   nodes_[it->second] = node;
+  return RebuildState();
+}
+
+std::vector<std::string> OnlineCluster::RemoveNodesExcept(
+    const absl::flat_hash_set<std::string>& keep, uint64_t since) {
+  auto stays = [&](size_t i) { return added_[i] > since || keep.contains(nodes_[i].name); };
+  size_t kept = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (stays(i)) ++kept;
+  }
+  if (kept == nodes_.size()) {
+    return {};
+  }
+  std::vector<OnlineNode> nodes;
+  std::vector<uint64_t> added;
+  nodes.reserve(kept);
+  added.reserve(kept);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (stays(i)) {
+      nodes.push_back(std::move(nodes_[i]));
+      added.push_back(added_[i]);
+    }
+  }
+  nodes_ = std::move(nodes);
+  added_ = std::move(added);
+  index_.clear();
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    index_[nodes_[i].name] = static_cast<int>(i);
+  }
+  return RebuildState();
+}
+
+std::vector<std::string> OnlineCluster::RebuildState() {
   std::map<std::string, Held> held = std::move(held_);
   held_.clear();
   state_ = ClusterState({});
@@ -36,7 +70,8 @@ std::vector<std::string> OnlineCluster::UpsertNode(const OnlineNode& node) {
   }
   std::vector<std::string> dropped;
   for (auto& [uid, h] : held) {
-    if (!Hold(uid, index_[h.a.node], h.a).ok()) {
+    auto node = index_.find(h.a.node);
+    if (node == index_.end() || !Hold(uid, node->second, h.a).ok()) {
       dropped.push_back(uid);
     } else {
       held_[uid].generation = h.generation;

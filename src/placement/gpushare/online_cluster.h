@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "placement/gpushare/cluster_state.h"
 #include "placement/gpushare/policies.h"
@@ -70,6 +71,12 @@ class OnlineCluster {
   // Adds a node, or updates one whose GPU count, model or memory changed (its pods are kept
   // where they still fit; the others are dropped and named in the result).
   std::vector<std::string> UpsertNode(const OnlineNode& node);
+  // Forgets the nodes that are not in `keep` and were known at generation `since` (one added
+  // later may be missing from a node list asked for before it), with the pods they held; returns
+  // those pods. Nodes leave a cluster (the cluster autoscaler, a replaced machine); kept, they
+  // would count in total_milli() forever.
+  std::vector<std::string> RemoveNodesExcept(const absl::flat_hash_set<std::string>& keep,
+                                             uint64_t since);
   bool HasNode(const std::string& name) const { return index_.contains(name); }
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
 
@@ -123,11 +130,14 @@ class OnlineCluster {
   PodSpec SpecOn(const GpuRequest& req, int64_t share) const;
   static PodSpec SpecOf(const Assignment& a);
   absl::Status Hold(const std::string& uid, int node, const Assignment& a);
+  // Rebuilds state_ from nodes_ and holds again every pod that still fits; returns the others.
+  std::vector<std::string> RebuildState();
   std::string Unfit(const GpuRequest& req, int node, bool* unresolvable) const;
 
   std::unique_ptr<Policy> policy_;
   ClusterState state_{{}};
   std::vector<OnlineNode> nodes_;
+  std::vector<uint64_t> added_;  // the generation at which each of nodes_ was added
   absl::flat_hash_map<std::string, int> index_;
   std::map<std::string, Held> held_;
   uint64_t generation_ = 0;

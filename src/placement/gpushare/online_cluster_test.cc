@@ -144,5 +144,37 @@ TEST(OnlineCluster, NodeChangeKeepsPodsThatStillFit) {
   EXPECT_TRUE(c.UpsertNode(H100("a", 2)).empty());  // unchanged: nothing happens
 }
 
+// Nodes that left the cluster (scaled down, replaced) are forgotten with their pods, unless a
+// pod still names them or they were added after the list was asked for.
+TEST(OnlineCluster, RemovesNodesThatLeft) {
+  OnlineCluster c(MakeTesseraPolicy());
+  c.UpsertNode(H100("a", 4));
+  c.UpsertNode(H100("b", 2));
+  c.UpsertNode(H100("c", 2));
+  ASSERT_TRUE(c.Restore("on-a", {.node = "a", .gpus = {1}, .milli_per_gpu = 300}).ok());
+  ASSERT_TRUE(c.Restore("on-b", {.node = "b", .gpus = {0}, .milli_per_gpu = 1000}).ok());
+  uint64_t list_started = c.generation();
+  c.UpsertNode(H100("new", 8));  // joined while the list was in flight: not in it
+  EXPECT_TRUE(c.RemoveNodesExcept({"a", "b", "c"}, list_started).empty());
+  EXPECT_EQ(c.num_nodes(), 4);
+  std::vector<std::string> dropped = c.RemoveNodesExcept({"a", "c"}, list_started);
+  EXPECT_EQ(dropped, std::vector<std::string>{"on-b"});
+  EXPECT_EQ(c.num_nodes(), 3);
+  EXPECT_FALSE(c.HasNode("b"));
+  EXPECT_TRUE(c.HasNode("new"));
+  EXPECT_EQ(c.total_milli(), (4 + 2 + 8) * kGpuMilli);
+  EXPECT_EQ(c.used_milli(), 300);
+  EXPECT_EQ(c.Find("on-b"), nullptr);
+  // The remaining nodes are still addressed by name: a reservation lands where it is asked.
+  absl::StatusOr<Assignment> on_new = c.Reserve("x", Whole(8), "new");
+  ASSERT_TRUE(on_new.ok()) << on_new.status();
+  EXPECT_EQ(on_new->gpus.size(), 8u);
+  EXPECT_FALSE(c.Reserve("y", Whole(1), "b").ok());
+  EXPECT_EQ(c.used_milli(), 8300);
+  // Once a later list has run, "new" is gone too when it is not in it.
+  EXPECT_EQ(c.RemoveNodesExcept({"a"}, c.generation()), (std::vector<std::string>{"x"}));
+  EXPECT_EQ(c.total_milli(), 4 * kGpuMilli);
+}
+
 }  // namespace
 }  // namespace tessera::placement::gpushare
