@@ -88,7 +88,7 @@ int Main(int argc, char** argv) {
   ext_cmd->add_option(
       "--resync", ext.resync_seconds,
       "Seconds between lists of nodes and pods from the API, with pods watched in between "
-      "(0: neither; default 30)");
+      "(0: neither; default 300)");
   ext_cmd->add_option("--metrics-listen", ext.metrics_listen,
                       "HOST:PORT serving only GET /metrics, for Prometheus (the extender's own "
                       "--listen stays private); default none");

@@ -12,7 +12,7 @@ struct ExtenderFlags {
   std::string kubeconfig;  // empty: the in-cluster service account, if running in a pod
   std::string nodes_file;  // optional `kubectl get nodes -o json`, instead of the API at start
   std::string pods_file;   // optional `kubectl get pods -A -o json`, instead of the API at start
-  double resync_seconds = 30;
+  double resync_seconds = 300;
   std::string metrics_listen;  // HOST:PORT for GET /metrics only; "" = none
 };
 
