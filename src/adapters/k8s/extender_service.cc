@@ -259,6 +259,7 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync,
       absl::StatusOr<std::vector<std::string>> problems = Sync();
       need_list = !problems.ok();
       if (!problems.ok()) {
+        ++list_failures_;
         failed("resync", problems.status());
         continue;
       }
@@ -273,6 +274,7 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync,
       log(std::string(watched.message()));
       need_list = true;
     } else {
+      ++watch_failures_;
       failed("watch", watched);
       // No version to resume from (the state came from files, not a list): list first.
       need_list = absl::IsFailedPrecondition(watched);
@@ -498,7 +500,13 @@ HttpReply ExtenderService::Metrics() const {
       "\n# HELP tessera_extender_restore_problems Active pods the last restore or "
       "resync could not hold (logged one line each).\n"
       "# TYPE tessera_extender_restore_problems gauge\ntessera_extender_restore_problems ",
-      restore_problems_.load(), "\n");
+      restore_problems_.load(),
+      "\n# HELP tessera_extender_api_failures_total Lists and watches of the API that failed "
+      "(logged one line each).\n"
+      "# TYPE tessera_extender_api_failures_total counter\n"
+      "tessera_extender_api_failures_total{op=\"list\"} ",
+      list_failures_.load(), "\ntessera_extender_api_failures_total{op=\"watch\"} ",
+      watch_failures_.load(), "\n");
   absl::MutexLock lock(&mu_);
   absl::StrAppend(&out,
                   "# HELP tessera_extender_gpu_milli Milli-GPU on the nodes the extender knows.\n"

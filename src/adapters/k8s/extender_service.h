@@ -111,6 +111,8 @@ class ExtenderService {
   std::atomic<int64_t> binds_ok_{0};
   std::atomic<int64_t> binds_failed_{0};
   std::atomic<int64_t> restore_problems_{0};  // of the last Rebuild or Sync
+  std::atomic<int64_t> list_failures_{0};     // Follow's lists that failed
+  std::atomic<int64_t> watch_failures_{0};    // Follow's watches that failed (not 410s)
 };
 
 // Serves `svc` on host:port until `*stop` becomes true (checked every 100 ms). Returns when

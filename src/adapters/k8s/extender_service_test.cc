@@ -160,6 +160,8 @@ class FakeApi {
     ++watch_epoch_;
     changed_.notify_all();
   }
+  // Every request answers 503 from now on.
+  void GoUnavailable() { unavailable_ = true; }
   int watches() {
     std::lock_guard<std::mutex> l(mu_);
     return watches_;
@@ -214,6 +216,13 @@ class FakeApi {
 
  private:
   bool Authorized(const httplib::Request& req, httplib::Response& res) {
+    if (unavailable_) {
+      res.status = 503;
+      res.set_content(
+          R"({"kind":"Status","status":"Failure","message":"etcdserver: leader changed","code":503})",
+          "application/json");
+      return false;
+    }
     if (req.get_header_value("Authorization") != std::string("Bearer ") + kToken) {
       res.status = 401;
       res.set_content(R"({"kind":"Status","status":"Failure","message":"Unauthorized","code":401})",
@@ -425,6 +434,7 @@ class FakeApi {
   int64_t version_ = 100;  // the last resourceVersion given out
   int64_t compacted_ = 0;  // watches from before it get 410
   int watch_epoch_ = 0;    // a Compact ends the watches of earlier epochs
+  std::atomic<bool> unavailable_{false};
   std::vector<std::tuple<int64_t, std::string, json>> events_;  // of bound pods, in order
   std::condition_variable changed_;
   bool stopping_ = false;
@@ -1037,6 +1047,32 @@ TEST(Extender, FollowListsEveryResyncAndWatchesBetween) {
   EXPECT_LE(api.watches(), lists + 1);  // unless the stop came between a list and its watch
   EXPECT_TRUE(logged.empty()) << logged[0];
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+// An API that refuses: the failed lists and watches are logged, counted for the alert, and
+// retried after a back-off.
+TEST(Extender, FollowCountsFailedListsAndWatches) {
+  FakeApi api;
+  Served ext(api.WriteKubeconfig(TempDir()));
+  ASSERT_TRUE(ext.svc->Sync().ok());
+  api.GoUnavailable();
+  std::atomic<bool> stop{false};
+  std::vector<std::string> logged;
+  std::thread follow([&] {
+    RealClock clock;
+    ext.svc->Follow(clock, absl::Seconds(1), stop,
+                    [&](const std::string& line) { logged.push_back(line); });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  stop = true;
+  follow.join();
+  // The watch fails at once, then waits 1 s; the list due at 1 s fails and waits 2 s.
+  ASSERT_GE(logged.size(), 2u);
+  EXPECT_THAT(logged[0], HasSubstr("watch: watch pods: HTTP 503: etcdserver: leader changed"));
+  EXPECT_THAT(logged[1], HasSubstr("resync: list nodes: HTTP 503: etcdserver: leader changed"));
+  std::string metrics = ext.svc->Metrics().body;
+  EXPECT_THAT(metrics, HasSubstr("\ntessera_extender_api_failures_total{op=\"watch\"} 1\n"));
+  EXPECT_THAT(metrics, HasSubstr("\ntessera_extender_api_failures_total{op=\"list\"} 1\n"));
 }
 
 // A node that left the cluster (the cluster autoscaler scaled it down) is forgotten at the next
