@@ -1023,22 +1023,28 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 
+// Runs svc.Follow with a 1 s resync for `run`; returns what it logged.
+std::vector<std::string> FollowFor(ExtenderService& svc, std::chrono::milliseconds run) {
+  std::atomic<bool> stop{false};
+  std::vector<std::string> logged;
+  std::thread follow([&] {
+    RealClock clock;
+    svc.Follow(clock, absl::Seconds(1), stop,
+               [&](const std::string& line) { logged.push_back(line); });
+  });
+  std::this_thread::sleep_for(run);
+  stop = true;
+  follow.join();
+  return logged;
+}
+
 // --resync: a list every period, the pods watched in between (a new watch after each list).
 TEST(Extender, FollowListsEveryResyncAndWatchesBetween) {
   FakeApi api;
   Served ext(api.WriteKubeconfig(TempDir()));
   ASSERT_TRUE(ext.svc->Sync().ok());
   ASSERT_EQ(api.list_pages(), 2);  // nodes, pods
-  std::atomic<bool> stop{false};
-  std::vector<std::string> logged;
-  std::thread follow([&] {
-    RealClock clock;
-    ext.svc->Follow(clock, absl::Seconds(1), stop,
-                    [&](const std::string& line) { logged.push_back(line); });
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  stop = true;
-  follow.join();
+  std::vector<std::string> logged = FollowFor(*ext.svc, std::chrono::milliseconds(2500));
   // Lists at about 1 s and 2 s (each a page of nodes and one of pods), a watch after each.
   EXPECT_GE(api.list_pages(), 2 + 2 * 2);
   EXPECT_LE(api.list_pages(), 2 + 2 * 3);
@@ -1056,16 +1062,7 @@ TEST(Extender, FollowCountsFailedListsAndWatches) {
   Served ext(api.WriteKubeconfig(TempDir()));
   ASSERT_TRUE(ext.svc->Sync().ok());
   api.GoUnavailable();
-  std::atomic<bool> stop{false};
-  std::vector<std::string> logged;
-  std::thread follow([&] {
-    RealClock clock;
-    ext.svc->Follow(clock, absl::Seconds(1), stop,
-                    [&](const std::string& line) { logged.push_back(line); });
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  stop = true;
-  follow.join();
+  std::vector<std::string> logged = FollowFor(*ext.svc, std::chrono::milliseconds(2500));
   // The watch fails at once, then waits 1 s; the list due at 1 s fails and waits 2 s.
   ASSERT_GE(logged.size(), 2u);
   EXPECT_THAT(logged[0], HasSubstr("watch: watch pods: HTTP 503: etcdserver: leader changed"));
