@@ -38,6 +38,11 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
       port < 0 || port > 65535) {
     return Fail(absl::StrCat("--listen ", flags.listen, ": expected HOST:PORT, e.g. 0.0.0.0:8888"));
   }
+  // (Negated so that NaN fails too.)
+  if (!(flags.resync_seconds >= 0 && flags.resync_seconds <= 86400)) {
+    return Fail(absl::StrCat("--resync ", flags.resync_seconds,
+                             ": expected seconds from 0 (no lists, no watch) to 86400"));
+  }
   std::string host = flags.listen.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);

@@ -114,5 +114,11 @@ check "bad node list exits 1" test $? = 1
 check "names the file and field" grep -q 'badnodes.json: items\[0\].metadata.name' "$WORK/err"
 "$TESSERA" scheduler-extender --listen nowhere 2>"$WORK/err"
 check "bad --listen exits 1" test $? = 1
+# --resync beyond a day, negative or not a number: a watch timeout from it would overflow.
+for v in -1 nan inf 1e9; do
+  "$TESSERA" scheduler-extender --listen 127.0.0.1:0 --resync "$v" 2>"$WORK/err"
+  check "--resync $v exits 1" test $? = 1
+  check "--resync $v says what is expected" grep -q 'expected seconds from 0 (no lists, no watch) to 86400' "$WORK/err"
+done
 
 finish scheduler_extender_test

@@ -265,7 +265,9 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync,
       }
       for (const std::string& p : *problems) log("resync: " + p);
     }
-    const int64_t left = std::max<int64_t>(1, absl::ToInt64Seconds(next_list - clock.Now()));
+    // Until the next list, in watches of half an hour at most (as the API server's own limit).
+    const int64_t left =
+        std::clamp<int64_t>(absl::ToInt64Seconds(next_list - clock.Now()), 1, 1800);
     absl::Status watched = WatchPods(static_cast<int>(left), &stop,
                                      [&log](const std::string& p) { log("watch: " + p); });
     if (watched.ok()) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "adapters/io/files.h"
+#include "adapters/net/test_http_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "placement/gpushare/tessera_policy.h"
@@ -1088,6 +1090,37 @@ TEST(Extender, SyncForgetsNodesThatLeft) {
   std::string after = ext.svc->Metrics().body;
   EXPECT_THAT(after, HasSubstr("\ntessera_extender_nodes 2\n"));
   EXPECT_THAT(after, HasSubstr("\ntessera_extender_gpu_milli{state=\"total\"} 8000\n"));
+}
+
+// A watch stream is cut into its lines wherever the pieces fall, and a last line the server did
+// not end with a newline is handed over too.
+TEST(KubeClient, WatchHandsOverEveryLine) {
+  testing::LocalHttpServer server([](httplib::Server& s) {
+    s.Get("/api/v1/pods", [](const httplib::Request&, httplib::Response& res) {
+      res.set_chunked_content_provider("application/json", [](size_t, httplib::DataSink& sink) {
+        for (const char* piece : {"{\"a\":", "1}\n{\"b\"", ":2}\n\n{\"c\":3}"}) {
+          if (!sink.write(piece, std::strlen(piece))) return false;
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        sink.done();
+        return true;
+      });
+    });
+  });
+  KubeConfig cfg;
+  cfg.server = server.url();
+  KubeClient kube(cfg);
+  std::vector<std::string> lines;
+  absl::StatusOr<KubeResponse> r = kube.Watch(
+      "/api/v1/pods?watch=1", 5,
+      [&](absl::string_view line) {
+        lines.emplace_back(line.data(), line.size());
+        return true;
+      },
+      nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(lines, (std::vector<std::string>{R"({"a":1})", R"({"b":2})", R"({"c":3})"}));
 }
 
 // Lists are read in pages (limit and continue), as the API server chunks them; an expired token

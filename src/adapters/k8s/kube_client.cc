@@ -262,6 +262,9 @@ absl::StatusOr<KubeResponse> KubeClient::Watch(
         absl::StrCat("GET ", path, ": a watch event longer than ", kMaxWatchEventBytes, " bytes"));
   }
   if (!r.ok()) return r.status();
+  if (r->status >= 200 && r->status < 300 && !partial.empty() && !on_event(partial)) {
+    return absl::CancelledError(absl::StrCat("GET ", path, ": stopped"));  // a last, unended line
+  }
   return KubeResponse{r->status, std::move(r->body)};
 }
 
