@@ -246,7 +246,11 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync,
     }
   };
   absl::Time next_list = clock.Now() + resync;
-  bool need_list = false;
+  bool need_list = false;  // the start-up list was the first, unless the state came from files
+  {
+    absl::MutexLock lock(&mu_);
+    need_list = pods_version_.empty();
+  }
   absl::Duration backoff = absl::Seconds(1);
   auto failed = [&](const char* what, const absl::Status& s) {
     log(absl::StrCat(what, ": ", s.message()));
@@ -278,7 +282,7 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync,
     } else {
       ++watch_failures_;
       failed("watch", watched);
-      // No version to resume from (the state came from files, not a list): list first.
+      // No version to resume from (a list that carried none): list again.
       need_list = absl::IsFailedPrecondition(watched);
     }
   }

@@ -63,7 +63,8 @@ class ExtenderService {
   absl::Status WatchPods(int timeout_s, const std::atomic<bool>* stop,
                          const std::function<void(const std::string&)>& report);
   // `--resync`: lists nodes and pods (Sync) every `resync` and watches the pods in between, until
-  // `stop`; the first list is taken to have been made just before. A watch that fails resumes from
+  // `stop`; the first list is taken to have been made just before (made now if the state came
+  // from Rebuild). A watch that fails resumes from
   // its last event after a back-off (1 s, doubling to 30 s); one whose version is gone (410) lists
   // again at once. Each problem and failure goes to `log` as one line ("resync: ...",
   // "watch: ...").

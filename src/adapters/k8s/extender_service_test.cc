@@ -1057,6 +1057,21 @@ TEST(Extender, FollowListsEveryResyncAndWatchesBetween) {
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 
+// Started from --nodes/--pods files, with an API: it lists at once, then watches; no failure.
+TEST(Extender, FollowAfterARebuildFromFilesListsFirst) {
+  FakeApi api;
+  Served ext(api.WriteKubeconfig(TempDir()));
+  absl::StatusOr<OnlineNode> node = DecodeNode(Fixture("node-h100.json"));
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_TRUE(ext.svc->Rebuild({*node}, {}).empty());
+  std::vector<std::string> logged = FollowFor(*ext.svc, std::chrono::milliseconds(500));
+  EXPECT_TRUE(logged.empty()) << logged[0];
+  EXPECT_EQ(api.list_pages(), 2);  // nodes, pods
+  EXPECT_EQ(api.watches(), 1);
+  EXPECT_THAT(ext.svc->Metrics().body,
+              HasSubstr("\ntessera_extender_api_failures_total{op=\"watch\"} 0\n"));
+}
+
 // An API that refuses: the failed lists and watches are logged, counted for the alert, and
 // retried after a back-off.
 TEST(Extender, FollowCountsFailedListsAndWatches) {
