@@ -43,6 +43,10 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
     return Fail(absl::StrCat("--resync ", flags.resync_seconds,
                              ": expected seconds from 0 (no lists, no watch) to 86400"));
   }
+  if (!(flags.node_resync_seconds >= 0 && flags.node_resync_seconds <= 86400)) {
+    return Fail(absl::StrCat("--node-resync ", flags.node_resync_seconds,
+                             ": expected seconds from 0 (nodes with --resync only) to 86400"));
+  }
   std::string host = flags.listen.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
@@ -120,9 +124,10 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
   if (have_api && flags.resync_seconds > 0) {
     follow = std::thread([&svc, &flags, &g_stop] {
       RealClock clock;
-      svc.Follow(clock, absl::Seconds(flags.resync_seconds), g_stop, [](const std::string& line) {
-        std::cerr << "tessera scheduler-extender: " << line << "\n";
-      });
+      svc.Follow(clock, absl::Seconds(flags.resync_seconds),
+                 absl::Seconds(flags.node_resync_seconds), g_stop, [](const std::string& line) {
+                   std::cerr << "tessera scheduler-extender: " << line << "\n";
+                 });
     });
   }
   std::atomic<int> bound{0};

@@ -90,22 +90,51 @@ std::vector<std::string> ExtenderService::Apply(const std::vector<OnlineNode>& n
                                                 const std::vector<PodInfo>& pods, uint64_t since) {
   std::vector<std::string> problems;
   std::map<std::string, Assignment> live = LiveAssignments(pods, &problems);
-  // Nodes that left the cluster are forgotten; one that a running pod still names stays until
-  // the pod is gone (pods are collected after their node).
   absl::flat_hash_set<std::string> keep;
-  for (const OnlineNode& n : nodes) keep.insert(n.name);
   for (const auto& [uid, a] : live) keep.insert(a.node);
-  cluster_.RemoveNodesExcept(keep, since);  // their pods are not live: released as leavers
-  for (const OnlineNode& n : nodes) {
-    for (const std::string& uid : cluster_.UpsertNode(n)) {
-      problems.push_back(absl::StrCat("pod ", uid, " no longer fits node ", n.name));
-    }
-  }
+  ApplyNodes(nodes, std::move(keep), since, &problems);  // pods on nodes that left: not live
   auto r = cluster_.Resync(live, since);
   for (std::string& c : r.conflicts) {
     problems.push_back(std::move(c));
   }
   restore_problems_.store(static_cast<int64_t>(problems.size()));
+  return problems;
+}
+
+void ExtenderService::ApplyNodes(const std::vector<OnlineNode>& nodes,
+                                 absl::flat_hash_set<std::string> keep, uint64_t since,
+                                 std::vector<std::string>* problems) {
+  // Nodes that left the cluster are forgotten; one that a running pod still names (in `keep`)
+  // stays until the pod is gone (pods are collected after their node).
+  for (const OnlineNode& n : nodes) keep.insert(n.name);
+  cluster_.RemoveNodesExcept(keep, since);
+  for (const OnlineNode& n : nodes) {
+    for (const std::string& uid : cluster_.UpsertNode(n)) {
+      problems->push_back(absl::StrCat("pod ", uid, " no longer fits node ", n.name));
+    }
+  }
+}
+
+absl::StatusOr<std::vector<OnlineNode>> ExtenderService::ListNodes() const {
+  return ListAll<OnlineNode>(*kube_, "/api/v1/nodes", "list nodes",
+                             [](absl::string_view body, std::string* next, std::string*) {
+                               return DecodeNodeListJson(body, next);
+                             });
+}
+
+absl::StatusOr<std::vector<std::string>> ExtenderService::SyncNodes() {
+  if (kube_ == nullptr) {
+    return absl::FailedPreconditionError("no Kubernetes API configured");
+  }
+  uint64_t since = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    since = cluster_.generation();
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<OnlineNode> nodes, ListNodes());
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> problems;
+  ApplyNodes(nodes, cluster_.HeldNodes(), since, &problems);
   return problems;
 }
 
@@ -139,12 +168,7 @@ absl::StatusOr<std::vector<std::string>> ExtenderService::Sync() {
     absl::MutexLock lock(&mu_);
     since = cluster_.generation();
   }
-  TESSERA_ASSIGN_OR_RETURN(
-      std::vector<OnlineNode> nodes,
-      ListAll<OnlineNode>(*kube_, "/api/v1/nodes", "list nodes",
-                          [](absl::string_view body, std::string* next, std::string*) {
-                            return DecodeNodeListJson(body, next);
-                          }));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<OnlineNode> nodes, ListNodes());
   std::string version;
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<PodInfo> pods,
@@ -237,7 +261,7 @@ absl::Status ExtenderService::WatchPods(int timeout_s, const std::atomic<bool>* 
   return KubeClient::Check(*r, "watch pods");
 }
 
-void ExtenderService::Follow(const Clock& clock, absl::Duration resync,
+void ExtenderService::Follow(const Clock& clock, absl::Duration resync, absl::Duration node_resync,
                              const std::atomic<bool>& stop,
                              const std::function<void(const std::string&)>& log) {
   auto sleep = [&stop](absl::Duration d) {
@@ -245,7 +269,10 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync,
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   };
+  // Nodes on their own, more often than the whole list, when node_resync is the shorter.
+  const bool own_nodes = node_resync > absl::ZeroDuration() && node_resync < resync;
   absl::Time next_list = clock.Now() + resync;
+  absl::Time next_nodes = own_nodes ? clock.Now() + node_resync : absl::InfiniteFuture();
   bool need_list = false;  // the start-up list was the first, unless the state came from files
   {
     absl::MutexLock lock(&mu_);
@@ -268,10 +295,20 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync,
         continue;
       }
       for (const std::string& p : *problems) log("resync: " + p);
+      if (own_nodes) next_nodes = clock.Now() + node_resync;
+    } else if (clock.Now() >= next_nodes) {
+      next_nodes = clock.Now() + node_resync;
+      absl::StatusOr<std::vector<std::string>> problems = SyncNodes();
+      if (!problems.ok()) {
+        ++list_failures_;
+        failed("resync nodes", problems.status());
+        continue;
+      }
+      for (const std::string& p : *problems) log("resync nodes: " + p);
     }
     // Until the next list, in watches of half an hour at most (as the API server's own limit).
-    const int64_t left =
-        std::clamp<int64_t>(absl::ToInt64Seconds(next_list - clock.Now()), 1, 1800);
+    const int64_t left = std::clamp<int64_t>(
+        absl::ToInt64Seconds(std::min(next_list, next_nodes) - clock.Now()), 1, 1800);
     absl::Status watched = WatchPods(static_cast<int>(left), &stop,
                                      [&log](const std::string& p) { log("watch: " + p); });
     if (watched.ok()) {

@@ -27,6 +27,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "adapters/http/server.h"  // HttpReply
 #include "adapters/k8s/extender_protocol.h"
@@ -53,6 +54,9 @@ class ExtenderService {
   // list was in flight are kept. Returns the problems as Rebuild does; an error only when the
   // lists cannot be had.
   absl::StatusOr<std::vector<std::string>> Sync();
+  // Lists the nodes only: adds and updates them, and forgets those that left (unless a held pod
+  // names one). Returns the pods a shrunken node no longer holds, one line each.
+  absl::StatusOr<std::vector<std::string>> SyncNodes();
   // Follows the pods between lists, as an informer does: watches them from the last Sync's
   // resourceVersion (then from the last event's) for `timeout_s` seconds, applying each change
   // as it comes with the rules of a list (a pod bound by another scheduler replica is held, one
@@ -62,14 +66,15 @@ class ExtenderService {
   // next call needs a Sync first); other errors when the watch failed.
   absl::Status WatchPods(int timeout_s, const std::atomic<bool>* stop,
                          const std::function<void(const std::string&)>& report);
-  // `--resync`: lists nodes and pods (Sync) every `resync` and watches the pods in between, until
+  // `--resync`, `--node-resync`: lists nodes and pods (Sync) every `resync`, the nodes alone
+  // (SyncNodes) every `node_resync` when that is shorter, and watches the pods in between, until
   // `stop`; the first list is taken to have been made just before (made now if the state came
   // from Rebuild). A watch that fails resumes from
   // its last event after a back-off (1 s, doubling to 30 s); one whose version is gone (410) lists
   // again at once. Each problem and failure goes to `log` as one line ("resync: ...",
   // "watch: ...").
-  void Follow(const Clock& clock, absl::Duration resync, const std::atomic<bool>& stop,
-              const std::function<void(const std::string&)>& log);
+  void Follow(const Clock& clock, absl::Duration resync, absl::Duration node_resync,
+              const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log);
 
   HttpReply Filter(const std::string& body);
   HttpReply Prioritize(const std::string& body);
@@ -90,6 +95,12 @@ class ExtenderService {
   std::vector<std::string> Apply(const std::vector<placement::gpushare::OnlineNode>& nodes,
                                  const std::vector<PodInfo>& pods, uint64_t since)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<placement::gpushare::OnlineNode>> ListNodes() const;
+  // Forgets the nodes known at `since` that are neither in `nodes` nor in `keep`, and upserts
+  // `nodes`; a pod a changed node no longer holds is a problem line.
+  void ApplyNodes(const std::vector<placement::gpushare::OnlineNode>& nodes,
+                  absl::flat_hash_set<std::string> keep, uint64_t since,
+                  std::vector<std::string>* problems) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One watch event: holds, moves or releases the pod's GPUs; problems as LiveAssignments'.
   void ApplyPodEvent(const PodEvent& e, std::vector<std::string>* problems)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -61,6 +61,10 @@ class FakeApi {
         std::lock_guard<std::mutex> l(mu_);
         nodes = nodes_;
       }
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        ++node_list_pages_;
+      }
       ServeList(req, res, "NodeList", nodes);
     });
     server_.Get(R"(/api/v1/nodes/([^/]+))",
@@ -164,6 +168,10 @@ class FakeApi {
   }
   // Every request answers 503 from now on.
   void GoUnavailable() { unavailable_ = true; }
+  int node_list_pages() {
+    std::lock_guard<std::mutex> l(mu_);
+    return node_list_pages_;
+  }
   int watches() {
     std::lock_guard<std::mutex> l(mu_);
     return watches_;
@@ -436,6 +444,7 @@ class FakeApi {
   int64_t version_ = 100;  // the last resourceVersion given out
   int64_t compacted_ = 0;  // watches from before it get 410
   int watch_epoch_ = 0;    // a Compact ends the watches of earlier epochs
+  int node_list_pages_ = 0;
   std::atomic<bool> unavailable_{false};
   std::vector<std::tuple<int64_t, std::string, json>> events_;  // of bound pods, in order
   std::condition_variable changed_;
@@ -932,10 +941,11 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
   std::atomic<bool> stop{false};
   std::thread follow([&] {
     RealClock clock;
-    standby.svc->Follow(clock, absl::Seconds(30), stop, [&](const std::string& line) {
-      std::lock_guard<std::mutex> l(mu);
-      logged.push_back(line);
-    });
+    standby.svc->Follow(clock, absl::Seconds(30), absl::ZeroDuration(), stop,
+                        [&](const std::string& line) {
+                          std::lock_guard<std::mutex> l(mu);
+                          logged.push_back(line);
+                        });
   });
   auto eventually = [](const std::function<bool()>& done) {
     for (int i = 0; i < 500 && !done(); ++i) {
@@ -1025,13 +1035,15 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 
-// Runs svc.Follow with a 1 s resync for `run`; returns what it logged.
-std::vector<std::string> FollowFor(ExtenderService& svc, std::chrono::milliseconds run) {
+// Runs svc.Follow for `run`; returns what it logged.
+std::vector<std::string> FollowFor(ExtenderService& svc, std::chrono::milliseconds run,
+                                   absl::Duration resync = absl::Seconds(1),
+                                   absl::Duration node_resync = absl::ZeroDuration()) {
   std::atomic<bool> stop{false};
   std::vector<std::string> logged;
   std::thread follow([&] {
     RealClock clock;
-    svc.Follow(clock, absl::Seconds(1), stop,
+    svc.Follow(clock, resync, node_resync, stop,
                [&](const std::string& line) { logged.push_back(line); });
   });
   std::this_thread::sleep_for(run);
@@ -1070,6 +1082,25 @@ TEST(Extender, FollowAfterARebuildFromFilesListsFirst) {
   EXPECT_EQ(api.watches(), 1);
   EXPECT_THAT(ext.svc->Metrics().body,
               HasSubstr("\ntessera_extender_api_failures_total{op=\"watch\"} 0\n"));
+}
+
+// --node-resync shorter than --resync: the nodes alone are listed in between (a node that left is
+// forgotten within it), the pods are not.
+TEST(Extender, FollowListsNodesMoreOftenThanPods) {
+  FakeApi api;
+  Served ext(api.WriteKubeconfig(TempDir()));
+  ASSERT_TRUE(ext.svc->Sync().ok());
+  ASSERT_EQ(api.list_pages(), 2);  // nodes, pods
+  api.DeleteNode("gpu-l4-1");
+  std::vector<std::string> logged =
+      FollowFor(*ext.svc, std::chrono::milliseconds(2500), absl::Seconds(3), absl::Seconds(1));
+  EXPECT_TRUE(logged.empty()) << logged[0];
+  // Node lists at about 1 s and 2 s; the whole list is not due before 3 s.
+  EXPECT_GE(api.node_list_pages(), 1 + 2);
+  EXPECT_LE(api.node_list_pages(), 1 + 3);
+  EXPECT_EQ(api.list_pages() - 2, api.node_list_pages() - 1);  // no pod list among them
+  EXPECT_THAT(ext.svc->Metrics().body, HasSubstr("\ntessera_extender_nodes 2\n"));
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 
 // An API that refuses: the failed lists and watches are logged, counted for the alert, and

@@ -310,6 +310,12 @@ const Assignment* OnlineCluster::Find(const std::string& uid) const {
   return it == held_.end() ? nullptr : &it->second.a;
 }
 
+absl::flat_hash_set<std::string> OnlineCluster::HeldNodes() const {
+  absl::flat_hash_set<std::string> out;
+  for (const auto& [uid, h] : held_) out.insert(h.a.node);
+  return out;
+}
+
 OnlineCluster::ResyncResult OnlineCluster::Resync(const std::map<std::string, Assignment>& live,
                                                   uint64_t since) {
   ResyncResult r;

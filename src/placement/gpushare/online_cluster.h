@@ -104,6 +104,8 @@ class OnlineCluster {
   // Frees what `uid` holds (no-op if nothing).
   void Release(const std::string& uid);
   const Assignment* Find(const std::string& uid) const;
+  // The nodes on which some pod holds GPUs.
+  absl::flat_hash_set<std::string> HeldNodes() const;
 
   // Makes the held set equal `live` (from a fresh pod list), except reservations made at
   // generation > `since` (after the list was requested), which the list may not show yet.
