@@ -115,6 +115,14 @@ void ExtenderService::ApplyNodes(const std::vector<OnlineNode>& nodes,
   }
 }
 
+absl::StatusOr<uint64_t> ExtenderService::BeforeList() const {
+  if (kube_ == nullptr) {
+    return absl::FailedPreconditionError("no Kubernetes API configured");
+  }
+  absl::MutexLock lock(&mu_);
+  return cluster_.generation();
+}
+
 absl::StatusOr<std::vector<OnlineNode>> ExtenderService::ListNodes() const {
   return ListAll<OnlineNode>(*kube_, "/api/v1/nodes", "list nodes",
                              [](absl::string_view body, std::string* next, std::string*) {
@@ -123,14 +131,7 @@ absl::StatusOr<std::vector<OnlineNode>> ExtenderService::ListNodes() const {
 }
 
 absl::StatusOr<std::vector<std::string>> ExtenderService::SyncNodes() {
-  if (kube_ == nullptr) {
-    return absl::FailedPreconditionError("no Kubernetes API configured");
-  }
-  uint64_t since = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    since = cluster_.generation();
-  }
+  TESSERA_ASSIGN_OR_RETURN(uint64_t since, BeforeList());
   TESSERA_ASSIGN_OR_RETURN(std::vector<OnlineNode> nodes, ListNodes());
   absl::MutexLock lock(&mu_);
   std::vector<std::string> problems;
@@ -160,14 +161,7 @@ std::map<std::string, Assignment> ExtenderService::LiveAssignments(
 }
 
 absl::StatusOr<std::vector<std::string>> ExtenderService::Sync() {
-  if (kube_ == nullptr) {
-    return absl::FailedPreconditionError("no Kubernetes API configured");
-  }
-  uint64_t since = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    since = cluster_.generation();
-  }
+  TESSERA_ASSIGN_OR_RETURN(uint64_t since, BeforeList());
   TESSERA_ASSIGN_OR_RETURN(std::vector<OnlineNode> nodes, ListNodes());
   std::string version;
   TESSERA_ASSIGN_OR_RETURN(

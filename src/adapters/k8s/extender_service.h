@@ -95,6 +95,9 @@ class ExtenderService {
   std::vector<std::string> Apply(const std::vector<placement::gpushare::OnlineNode>& nodes,
                                  const std::vector<PodInfo>& pods, uint64_t since)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The generation before a list is asked for (reservations and nodes after it may be missing
+  // from the list); FailedPrecondition without an API.
+  absl::StatusOr<uint64_t> BeforeList() const;
   absl::StatusOr<std::vector<placement::gpushare::OnlineNode>> ListNodes() const;
   // Forgets the nodes known at `since` that are neither in `nodes` nor in `keep`, and upserts
   // `nodes`; a pod a changed node no longer holds is a problem line.
