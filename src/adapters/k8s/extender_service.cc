@@ -303,9 +303,15 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync, absl::Du
     // Until the next list, in watches of half an hour at most (as the API server's own limit).
     const int64_t left = std::clamp<int64_t>(
         absl::ToInt64Seconds(std::min(next_list, next_nodes) - clock.Now()), 1, 1800);
+    const absl::Time began = clock.Now();
     absl::Status watched = WatchPods(static_cast<int>(left), &stop,
                                      [&log](const std::string& p) { log("watch: " + p); });
-    if (watched.ok()) {
+    if (watched.ok() && clock.Now() - began < absl::Seconds(left) / 2 && !stop.load()) {
+      // Ended by the server long before its time (a proxy that does not stream, a restart):
+      // back off rather than ask again at once, and again.
+      sleep(backoff);
+      backoff = std::min(backoff * 2, absl::Seconds(30));
+    } else if (watched.ok()) {
       backoff = absl::Seconds(1);
     } else if (absl::IsAborted(watched)) {
       log(std::string(watched.message()));

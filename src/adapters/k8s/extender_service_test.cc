@@ -168,6 +168,8 @@ class FakeApi {
   }
   // Every request answers 503 from now on.
   void GoUnavailable() { unavailable_ = true; }
+  // Watches end at once, with no event (as through a proxy that does not stream).
+  void EndWatchesAtOnce() { end_watches_ = true; }
   int node_list_pages() {
     std::lock_guard<std::mutex> l(mu_);
     return node_list_pages_;
@@ -330,7 +332,7 @@ class FakeApi {
         "application/json", [this, from, deadline, epoch](size_t, httplib::DataSink& sink) mutable {
           std::unique_lock<std::mutex> l(mu_);
           std::string out;
-          bool end = epoch != watch_epoch_;
+          bool end = epoch != watch_epoch_ || end_watches_;
           if (from < compacted_) {
             out = json{{"type", "ERROR"},
                        {"object",
@@ -446,6 +448,7 @@ class FakeApi {
   int watch_epoch_ = 0;    // a Compact ends the watches of earlier epochs
   int node_list_pages_ = 0;
   std::atomic<bool> unavailable_{false};
+  std::atomic<bool> end_watches_{false};
   std::vector<std::tuple<int64_t, std::string, json>> events_;  // of bound pods, in order
   std::condition_variable changed_;
   bool stopping_ = false;
@@ -1101,6 +1104,20 @@ TEST(Extender, FollowListsNodesMoreOftenThanPods) {
   EXPECT_EQ(api.list_pages() - 2, api.node_list_pages() - 1);  // no pod list among them
   EXPECT_THAT(ext.svc->Metrics().body, HasSubstr("\ntessera_extender_nodes 2\n"));
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+// Watches the server ends at once are asked again after a back-off, not in a tight loop.
+TEST(Extender, FollowBacksOffWatchesEndedAtOnce) {
+  FakeApi api;
+  Served ext(api.WriteKubeconfig(TempDir()));
+  ASSERT_TRUE(ext.svc->Sync().ok());
+  api.EndWatchesAtOnce();
+  std::vector<std::string> logged =
+      FollowFor(*ext.svc, std::chrono::milliseconds(2500), absl::Seconds(30));
+  EXPECT_TRUE(logged.empty()) << logged[0];
+  // At 0, then after 1 s, then after 2 s more (3 s: past the end).
+  EXPECT_GE(api.watches(), 2);
+  EXPECT_LE(api.watches(), 3);
 }
 
 // An API that refuses: the failed lists and watches are logged, counted for the alert, and
