@@ -69,10 +69,10 @@ class ExtenderService {
   // `--resync`, `--node-resync`: lists nodes and pods (Sync) every `resync`, the nodes alone
   // (SyncNodes) every `node_resync` when that is shorter, and watches the pods in between, until
   // `stop`; the first list is taken to have been made just before (made now if the state came
-  // from Rebuild). A watch that fails resumes from
-  // its last event after a back-off (1 s, doubling to 30 s); one whose version is gone (410) lists
-  // again at once. Each problem and failure goes to `log` as one line ("resync: ...",
-  // "watch: ...").
+  // from Rebuild). A watch lasts until the next list, 30 minutes at most. One that fails, or that
+  // the server ends before half its time, is asked again from its last event after a back-off
+  // (1 s, doubling to 30 s); one whose version is gone (410) lists again at once. Each problem
+  // and failure goes to `log` as one line ("resync: ...", "watch: ...").
   void Follow(const Clock& clock, absl::Duration resync, absl::Duration node_resync,
               const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log);
 
