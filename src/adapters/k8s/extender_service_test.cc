@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -56,16 +57,10 @@ class FakeApi {
     nodes_ = {Fixture("node-h100.json"), Fixture("node-l4.json"), Fixture("node-cpu.json")};
     server_.Get("/api/v1/nodes", [this](const httplib::Request& req, httplib::Response& res) {
       if (!Authorized(req, res)) return;
-      std::vector<json> nodes;
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        nodes = nodes_;
-      }
-      {
-        std::lock_guard<std::mutex> l(mu_);
+      ServeList(req, res, "NodeList", [this] {
         ++node_list_pages_;
-      }
-      ServeList(req, res, "NodeList", nodes);
+        return nodes_;
+      });
     });
     server_.Get(R"(/api/v1/nodes/([^/]+))",
                 [this](const httplib::Request& req, httplib::Response& res) {
@@ -86,7 +81,7 @@ class FakeApi {
         return;
       }
       if (req.get_param_value("watch") == "1") return ServeWatch(req, res);
-      ServeList(req, res, "PodList", Pods());
+      ServeList(req, res, "PodList", [this] { return PodsLocked(); });
     });
     server_.Get(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+))",
                 [this](const httplib::Request& req, httplib::Response& res) {
@@ -184,9 +179,7 @@ class FakeApi {
   }
   std::vector<json> Pods() {
     std::lock_guard<std::mutex> l(mu_);
-    std::vector<json> out;
-    for (const auto& [k, p] : pods_) out.push_back(p);
-    return out;
+    return PodsLocked();
   }
   std::vector<std::string> Problems() {
     std::lock_guard<std::mutex> l(mu_);
@@ -247,8 +240,14 @@ class FakeApi {
   }
   // A list as the API server chunks it: `limit` objects at most, metadata.continue naming where
   // the next page starts ("" on the last), 410 Gone for a token that expired.
+  std::vector<json> PodsLocked() {
+    std::vector<json> out;
+    for (const auto& [k, p] : pods_) out.push_back(p);
+    return out;
+  }
+  // `items_now` is called with mu_ held, so the objects and the list's resourceVersion agree.
   void ServeList(const httplib::Request& req, httplib::Response& res, const std::string& kind,
-                 const std::vector<json>& items) {
+                 const std::function<std::vector<json>()>& items_now) {
     size_t limit = 0;
     if (!absl::SimpleAtoi(req.get_param_value("limit"), &limit) || limit == 0) {
       return Reject(res, "a list without a positive limit: " + req.path);
@@ -256,6 +255,7 @@ class FakeApi {
     std::string token = req.get_param_value("continue");
     size_t start = 0;
     std::lock_guard<std::mutex> l(mu_);
+    const std::vector<json> items = items_now();
     if (!token.empty()) {
       if (expire_next_continue_) {
         expire_next_continue_ = false;
