@@ -529,9 +529,10 @@ absl::StatusOr<std::vector<PodInfo>> DecodePodList(absl::string_view body,
 }
 
 absl::StatusOr<std::vector<OnlineNode>> DecodeNodeListJson(absl::string_view body,
-                                                           std::string* continue_token) {
+                                                           std::string* continue_token,
+                                                           std::string* resource_version) {
   return DecodeList<OnlineNode>(
-      body, "NodeList", continue_token, nullptr,
+      body, "NodeList", continue_token, resource_version,
       [](const json& j, const std::string& path) { return DecodeNode(j, path); });
 }
 

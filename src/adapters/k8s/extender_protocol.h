@@ -90,7 +90,8 @@ absl::StatusOr<std::vector<PodInfo>> DecodePodList(absl::string_view body,
                                                    std::string* continue_token = nullptr,
                                                    std::string* resource_version = nullptr);
 absl::StatusOr<std::vector<placement::gpushare::OnlineNode>> DecodeNodeListJson(
-    absl::string_view body, std::string* continue_token = nullptr);
+    absl::string_view body, std::string* continue_token = nullptr,
+    std::string* resource_version = nullptr);
 
 // One event of a pod watch (a line of `GET /api/v1/pods?watch=1`): {"type", "object"}.
 struct PodEvent {

@@ -124,10 +124,7 @@ absl::StatusOr<uint64_t> ExtenderService::BeforeList() const {
 }
 
 absl::StatusOr<std::vector<OnlineNode>> ExtenderService::ListNodes() const {
-  return ListAll<OnlineNode>(*kube_, "/api/v1/nodes", "list nodes",
-                             [](absl::string_view body, std::string* next, std::string*) {
-                               return DecodeNodeListJson(body, next);
-                             });
+  return ListAll<OnlineNode>(*kube_, "/api/v1/nodes", "list nodes", DecodeNodeListJson);
 }
 
 absl::StatusOr<std::vector<std::string>> ExtenderService::SyncNodes() {
@@ -258,11 +255,6 @@ absl::Status ExtenderService::WatchPods(int timeout_s, const std::atomic<bool>* 
 void ExtenderService::Follow(const Clock& clock, absl::Duration resync, absl::Duration node_resync,
                              const std::atomic<bool>& stop,
                              const std::function<void(const std::string&)>& log) {
-  auto sleep = [&stop](absl::Duration d) {
-    for (absl::Duration slept; slept < d && !stop.load(); slept += absl::Milliseconds(100)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  };
   // Nodes on their own, more often than the whole list, when node_resync is the shorter.
   const bool own_nodes = node_resync > absl::ZeroDuration() && node_resync < resync;
   absl::Time next_list = clock.Now() + resync;
@@ -273,32 +265,33 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync, absl::Du
     need_list = pods_version_.empty();
   }
   absl::Duration backoff = absl::Seconds(1);
-  auto failed = [&](const char* what, const absl::Status& s) {
-    log(absl::StrCat(what, ": ", s.message()));
-    sleep(backoff);
+  auto back_off = [&] {  // in steps of 100 ms, so that a stop is not kept waiting
+    for (absl::Duration slept; slept < backoff && !stop.load(); slept += absl::Milliseconds(100)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     backoff = std::min(backoff * 2, absl::Seconds(30));
+  };
+  // One list (Sync or SyncNodes): its problems logged, a failure logged, counted and backed off.
+  auto list = [&](const char* what, auto sync) {
+    absl::StatusOr<std::vector<std::string>> problems = sync();
+    if (!problems.ok()) {
+      ++list_failures_;
+      log(absl::StrCat(what, ": ", problems.status().message()));
+      back_off();
+      return false;
+    }
+    for (const std::string& p : *problems) log(absl::StrCat(what, ": ", p));
+    return true;
   };
   while (!stop.load()) {
     if (need_list || clock.Now() >= next_list) {
       next_list = clock.Now() + resync;
-      absl::StatusOr<std::vector<std::string>> problems = Sync();
-      need_list = !problems.ok();
-      if (!problems.ok()) {
-        ++list_failures_;
-        failed("resync", problems.status());
-        continue;
-      }
-      for (const std::string& p : *problems) log("resync: " + p);
+      need_list = !list("resync", [this] { return Sync(); });
+      if (need_list) continue;
       if (own_nodes) next_nodes = clock.Now() + node_resync;
     } else if (clock.Now() >= next_nodes) {
       next_nodes = clock.Now() + node_resync;
-      absl::StatusOr<std::vector<std::string>> problems = SyncNodes();
-      if (!problems.ok()) {
-        ++list_failures_;
-        failed("resync nodes", problems.status());
-        continue;
-      }
-      for (const std::string& p : *problems) log("resync nodes: " + p);
+      if (!list("resync nodes", [this] { return SyncNodes(); })) continue;
     }
     // Until the next list, in watches of half an hour at most (as the API server's own limit).
     const int64_t left = std::clamp<int64_t>(
@@ -306,21 +299,21 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync, absl::Du
     const absl::Time began = clock.Now();
     absl::Status watched = WatchPods(static_cast<int>(left), &stop,
                                      [&log](const std::string& p) { log("watch: " + p); });
-    if (watched.ok() && clock.Now() - began < absl::Seconds(left) / 2 && !stop.load()) {
-      // Ended by the server long before its time (a proxy that does not stream, a restart):
-      // back off rather than ask again at once, and again.
-      sleep(backoff);
-      backoff = std::min(backoff * 2, absl::Seconds(30));
-    } else if (watched.ok()) {
-      backoff = absl::Seconds(1);
-    } else if (absl::IsAborted(watched)) {
+    if (absl::IsAborted(watched)) {  // 410: the version is gone
       log(std::string(watched.message()));
       need_list = true;
-    } else {
+    } else if (!watched.ok()) {
       ++watch_failures_;
-      failed("watch", watched);
+      log(absl::StrCat("watch: ", watched.message()));
+      back_off();
       // No version to resume from (a list that carried none): list again.
       need_list = absl::IsFailedPrecondition(watched);
+    } else if (clock.Now() - began < absl::Seconds(left) / 2 && !stop.load()) {
+      // Ended by the server long before its time (a proxy that does not stream, a restart):
+      // back off rather than ask again at once, and again.
+      back_off();
+    } else {
+      backoff = absl::Seconds(1);
     }
   }
 }

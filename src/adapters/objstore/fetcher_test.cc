@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "adapters/net/free_port.h"
+#include "adapters/net/test_http_server.h"
 #include "adapters/objstore/test_origins.h"
 #include "adapters/objstore/verify.h"
 #include "base/random.h"
@@ -47,53 +49,43 @@ class FaultyOrigin {
   std::atomic<int64_t> bytes{0};
 
   FaultyOrigin() {
-    server_.Get(R"(/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-      ++requests;
-      if (fail_every > 0 && FailsThisAttempt(req)) {
-        res.status = 503;
-        res.set_header("Retry-After", "0");
-        return;
-      }
-      if (serve_at_most >= 0 && good_ >= serve_at_most) {
-        res.status = 500;
-        return;
-      }
-      auto it = files.find(req.matches[1].str());
-      if (it == files.end()) {
-        res.status = 404;
-        return;
-      }
-      ++good_;
-      const std::string& data = it->second;
-      // cpp-httplib answers the Range itself (206 and Content-Range) from the whole body.
-      if (req.method == "HEAD") {
-        // no body
-      } else if (req.ranges.empty()) {
-        bytes += static_cast<int64_t>(data.size());
-      } else {
-        auto [b, e] = req.ranges[0];
-        if (e < 0 || e >= static_cast<ssize_t>(data.size())) {
-          e = static_cast<ssize_t>(data.size()) - 1;
+    server_ = std::make_unique<adapters::testing::LocalHttpServer>([this](httplib::Server& s) {
+      s.Get(R"(/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+        ++requests;
+        if (fail_every > 0 && FailsThisAttempt(req)) {
+          res.status = 503;
+          res.set_header("Retry-After", "0");
+          return;
         }
-        bytes += e - b + 1;
-      }
-      res.set_content(data, "application/octet-stream");
+        if (serve_at_most >= 0 && good_ >= serve_at_most) {
+          res.status = 500;
+          return;
+        }
+        auto it = files.find(req.matches[1].str());
+        if (it == files.end()) {
+          res.status = 404;
+          return;
+        }
+        ++good_;
+        const std::string& data = it->second;
+        // cpp-httplib answers the Range itself (206 and Content-Range) from the whole body.
+        if (req.method == "HEAD") {
+          // no body
+        } else if (req.ranges.empty()) {
+          bytes += static_cast<int64_t>(data.size());
+        } else {
+          auto [b, e] = req.ranges[0];
+          if (e < 0 || e >= static_cast<ssize_t>(data.size())) {
+            e = static_cast<ssize_t>(data.size()) - 1;
+          }
+          bytes += e - b + 1;
+        }
+        res.set_content(data, "application/octet-stream");
+      });
+      s.set_payload_max_length(size_t{1} << 30);
     });
-    server_.set_payload_max_length(size_t{1} << 30);
-    // One request per connection: the client keeps its connection between requests (one curl
-    // handle per thread), and an idle kept connection holds stop() for httplib's 5 s keep-alive.
-    server_.set_keep_alive_max_count(1);
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ~FaultyOrigin() {
-    server_.stop();
-    thread_.join();
-  }
-  std::string url(const std::string& path) const {
-    return absl::StrCat("http://127.0.0.1:", port_, "/", path);
-  }
+  std::string url(const std::string& path) const { return server_->url("/" + path); }
 
  private:
   bool FailsThisAttempt(const httplib::Request& req) {
@@ -105,13 +97,11 @@ class FaultyOrigin {
     return fails && ++attempt <= 2;
   }
 
-  httplib::Server server_;
-  std::thread thread_;
-  int port_ = 0;
   std::atomic<int> good_{0};
   std::mutex mu_;
-  int distinct_ = 0;                                      // guarded by mu_
-  std::map<std::string, std::pair<int, bool>> attempts_;  // guarded by mu_: attempts, fails
+  int distinct_ = 0;                                            // guarded by mu_
+  std::map<std::string, std::pair<int, bool>> attempts_;        // guarded by mu_: attempts, fails
+  std::unique_ptr<adapters::testing::LocalHttpServer> server_;  // last: stopped first
 };
 
 FetchOptions Small() {

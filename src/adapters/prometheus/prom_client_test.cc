@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -34,23 +35,6 @@ constexpr char kSeventeen[] =
 class FakePrometheus {
  public:
   FakePrometheus() {
-    server_.Get("/api/v1/query", [this](const httplib::Request& req, httplib::Response& res) {
-      std::string q = req.get_param_value("query");
-      last_query_ = q;
-      if (q == "slow") {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-      }
-      auto it = answers_.find(q);
-      if (it == answers_.end()) {
-        res.status = 400;
-        res.set_content(
-            R"({"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": 1:5: parse error: unexpected <EOF>"})",
-            "application/json");
-        return;
-      }
-      res.status = it->second.first;
-      res.set_content(it->second.second, "application/json");
-    });
     answers_["one"] = {
         200,
         R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1764700000.123,"17"]}]}})"};
@@ -68,25 +52,32 @@ class FakePrometheus {
         R"({"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"})"};
     answers_["gateway"] = {502, "<html>Bad Gateway</html>"};
     answers_["slow"] = answers_["one"];
-    // One request per connection: the client keeps its connection between requests (one curl
-    // handle per thread), and an idle kept connection holds stop() for httplib's 5 s keep-alive.
-    server_.set_keep_alive_max_count(1);
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    server_ = std::make_unique<testing::LocalHttpServer>([this](httplib::Server& s) {
+      s.Get("/api/v1/query", [this](const httplib::Request& req, httplib::Response& res) {
+        std::string q = req.get_param_value("query");
+        last_query_ = q;
+        if (q == "slow") {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        }
+        auto it = answers_.find(q);
+        if (it == answers_.end()) {
+          res.status = 400;
+          res.set_content(
+              R"({"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": 1:5: parse error: unexpected <EOF>"})",
+              "application/json");
+          return;
+        }
+        res.status = it->second.first;
+        res.set_content(it->second.second, "application/json");
+      });
+    });
   }
-  ~FakePrometheus() {
-    server_.stop();
-    thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return server_->url(); }
   std::string last_query_;
 
  private:
-  httplib::Server server_;
-  std::thread thread_;
-  int port_ = 0;
   std::map<std::string, std::pair<int, std::string>> answers_;
+  std::unique_ptr<testing::LocalHttpServer> server_;  // last: stopped before the answers go
 };
 
 TEST(PromClient, EveryOutcome) {
