@@ -396,14 +396,26 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
   }
   if (bound_port != nullptr) bound_port->store(port);
   // Poll every interval on the scaler's clock; the first poll at once.
+  // - Polls missed (a poll slower than the interval, the wall clock stepped forward) are
+  //   skipped, not made up: one after a step of an hour, not 720 back to back, each querying
+  //   Prometheus for every service.
+  // - A wall clock stepped back stands still (RealClock never goes back) until it has caught
+  //   up; meanwhile a poll comes every two intervals of time slept, so demand is still followed
+  //   (the policy's windows, on the clock, do not pass: nothing scales down until then).
   const Clock& clock = scaler.clock();
+  const absl::Duration tick = absl::Milliseconds(20);
   absl::Time next = clock.Now();
+  absl::Duration slept;  // since the last poll
   while (!stop->load()) {
-    if (clock.Now() >= next) {
+    if (clock.Now() >= next || slept >= 2 * cfg.poll_interval) {
       scaler.PollOnce();
       next += cfg.poll_interval;
+      const absl::Time now = clock.Now();
+      if (next <= now) next = now + cfg.poll_interval;
+      slept = absl::ZeroDuration();
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(absl::ToChronoMilliseconds(tick));
+    slept += tick;
   }
   server->Shutdown(absl::ToChronoTime(clock.Now() + absl::Seconds(2)));
   server->Wait();

@@ -31,6 +31,7 @@ class ScriptedSource final : public MetricSource {
   explicit ScriptedSource(const Clock& clock) : clock_(clock) {}
   absl::StatusOr<PromValue> Query(const std::string& promql) override {
     std::lock_guard<std::mutex> l(mu);
+    ++queries;
     if (down) return absl::UnavailableError("GET http://prom/api/v1/query: Connection refused");
     PromValue v;
     v.value = values[promql];
@@ -40,6 +41,7 @@ class ScriptedSource final : public MetricSource {
   std::mutex mu;  // the server's poll thread reads what the test sets
   std::map<std::string, double> values;
   bool down = false;
+  int queries = 0;
 
  private:
   const Clock& clock_;
@@ -261,6 +263,71 @@ TEST(Scaler, StreamIsActivePushesTheChangeFromIdleToActive) {
   while (bad->Read(&rest)) {
   }
   EXPECT_EQ(bad->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// Serving polls every interval on the scaler's clock; when the clock jumps forward (an NTP step,
+// a suspended VM resumed) the polls it missed are skipped: one poll, not one per interval passed.
+TEST(Scaler, ServingSkipsPollsMissedWhenTheClockJumps) {
+  absl::StatusOr<ScalerConfig> config = ConfigWith(
+      "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready}\n",
+      ", pollInterval: 5s");
+  ASSERT_TRUE(config.ok()) << config.status();
+  SimulatedClock clock(absl::FromUnixSeconds(1764700000));
+  ScriptedSource prom(clock);
+  {
+    std::lock_guard<std::mutex> l(prom.mu);
+    prom.values = {{"waiting", 0}, {"running", 2}, {"ready", 1}};
+  }
+  Scaler scaler(*config, prom, clock);
+  auto queries = [&prom] {
+    std::lock_guard<std::mutex> l(prom.mu);
+    return prom.queries;
+  };
+  // Waits (up to 5 s) for `n` queries, then as long as a turn or two of the poll loop, so that
+  // any poll beyond them would have begun; the count then.
+  auto settle = [&](int n) {
+    for (int i = 0; i < 500 && queries() < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return queries();
+  };
+  testing::ServedScaler served(scaler);
+  ASSERT_GT(served.port(), 0);
+  const int per_poll = settle(1);  // the first poll, at once; the clock stands still after it
+  ASSERT_GT(per_poll, 0);
+  clock.Advance(absl::Hours(1));  // 720 intervals
+  EXPECT_EQ(settle(2 * per_poll), 2 * per_poll);
+  clock.Advance(absl::Seconds(4));  // the next poll is an interval after the one that ran late
+  EXPECT_EQ(settle(0), 2 * per_poll);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(settle(3 * per_poll), 3 * per_poll);
+  EXPECT_TRUE(served.Stop().ok());
+}
+
+// A clock that stands still (RealClock after the wall clock stepped back, until it catches up)
+// does not stop the polls: one every two intervals of time slept.
+TEST(Scaler, ServingPollsOnWhileTheClockStandsStill) {
+  absl::StatusOr<ScalerConfig> config = ConfigWith(
+      "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready}\n",
+      ", pollInterval: 100ms");
+  ASSERT_TRUE(config.ok()) << config.status();
+  SimulatedClock clock(absl::FromUnixSeconds(1764700000));  // never advanced
+  ScriptedSource prom(clock);
+  {
+    std::lock_guard<std::mutex> l(prom.mu);
+    prom.values = {{"waiting", 40}, {"running", 16}, {"ready", 1}};
+  }
+  Scaler scaler(*config, prom, clock);
+  testing::ServedScaler served(scaler);
+  ASSERT_GT(served.port(), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_TRUE(served.Stop().ok());
+  // About 1.5 s / 200 ms; at least the first poll and three more on a slow machine.
+  EXPECT_THAT(scaler.MetricsText(),
+              ::testing::ContainsRegex("tessera_scaler_polls_total\\{service=\"chat\"\\} "
+                                       "([4-9]|[1-9][0-9])\n"));
+  EXPECT_TRUE(scaler.View("chat")->fresh);  // on data sampled "now"
 }
 
 // The scrape a dashboard or alert reads: per service the decision, whether GetMetrics answers
