@@ -168,6 +168,14 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       (!f.duration.empty() && !Duration("--duration", f.duration, &duration, &error))) {
     return Fail(error);
   }
+  // Waiting requests enter a batch at the end of a fluid step: a bound below one measures the
+  // step, not the policy.
+  const absl::Duration step = absl::Seconds(sim::SimOptions().dt_s);
+  if (slo_wait < step) {
+    return Fail(absl::StrCat("--slo-wait ", f.slo_wait, ": expected at least ",
+                             absl::FormatDuration(step),
+                             " (the simulator admits requests every 50 ms step)"));
+  }
   if (!(f.rate_scale > 0 && f.rate_scale <= 1000)) {
     return Fail("--rate-scale: expected a number above 0 and at most 1000");
   }
@@ -183,9 +191,9 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   absl::Duration poll = absl::ZeroDuration();  // 0: tessera decides once per HPA sync
   if (!f.poll_interval.empty()) {
     if (!Duration("--poll-interval", f.poll_interval, &poll, &error)) return Fail(error);
-    if (poll <= absl::ZeroDuration()) {
-      return Fail(
-          absl::StrCat("--poll-interval ", f.poll_interval, ": expected a duration above 0"));
+    if (poll < absl::Milliseconds(100)) {
+      return Fail(absl::StrCat("--poll-interval ", f.poll_interval,
+                               ": expected at least 100ms (as the scaler's pollInterval)"));
     }
   }
   if (!f.config_file.empty()) {

@@ -230,7 +230,9 @@ check "without --poll-interval: one decision per HPA sync" python3 -c "
 import json, sys
 assert 'poll_interval_s' not in json.load(open(sys.argv[1]))['runs'][0]['params']" "$WORK/sync.json"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --poll-interval 0s 2>"$WORK/err" >/dev/null
-check "a poll interval of 0 is refused" grep -q 'poll-interval 0s: expected a duration above 0' "$WORK/err"
+check "a poll interval of 0 is refused" grep -q 'poll-interval 0s: expected at least 100ms' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --slo-wait 0s 2>"$WORK/err" >/dev/null
+check "an SLO below the simulator's step is refused" grep -q 'slo-wait 0s: expected at least 50ms' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera,keda-queue \
   --config "$WORK/scaler.yaml" --service lean --json "$WORK/lean.json" >/dev/null
 check "a service's knobs are tessera's, not the baselines'" python3 -c "

@@ -176,8 +176,11 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
                            ReadDuration(prom.Get("timeout"), absl::Seconds(2)));
   TESSERA_ASSIGN_OR_RETURN(c.poll_interval,
                            ReadDuration(prom.Get("pollInterval"), absl::Seconds(5)));
-  if (timeout <= absl::ZeroDuration() || c.poll_interval <= absl::ZeroDuration()) {
-    return prom.Error("timeout and pollInterval must be above 0");
+  if (timeout <= absl::ZeroDuration()) return prom.Get("timeout").Error("expected above 0");
+  // Each poll runs every service's queries; Prometheus' samples change once per scrape (15-60 s
+  // as usually configured), so polls faster than this only load it ("5ms" for "5s").
+  if (c.poll_interval < absl::Milliseconds(100)) {
+    return prom.Get("pollInterval").Error("expected at least 100ms");
   }
   c.prometheus.timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
   TESSERA_ASSIGN_OR_RETURN(c.poll_concurrency,

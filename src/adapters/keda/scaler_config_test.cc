@@ -83,6 +83,17 @@ absl::StatusOr<ScalerConfig> WithPrometheus(const std::string& prometheus) {
                                 "services:\n  - {name: a, queueQuery: q, readyQuery: r}\n");
 }
 
+TEST(ScalerConfig, PollIntervalAndTimeoutBounds) {
+  EXPECT_TRUE(WithPrometheus("prometheus: {url: 'http://p:9090', pollInterval: 100ms}\n").ok());
+  absl::Status fast =
+      WithPrometheus("prometheus: {url: 'http://p:9090', pollInterval: 5ms}\n").status();
+  EXPECT_THAT(fast.message(), HasSubstr("s.yaml:3"));
+  EXPECT_THAT(fast.message(), HasSubstr("pollInterval: expected at least 100ms"));
+  EXPECT_THAT(
+      WithPrometheus("prometheus: {url: 'http://p:9090', timeout: 0s}\n").status().message(),
+      HasSubstr("timeout: expected above 0"));
+}
+
 TEST(ScalerConfig, PrometheusBehindAuthenticationAndTls) {
   absl::StatusOr<ScalerConfig> c = WithPrometheus(R"(prometheus:
   url: https://thanos-querier.openshift-monitoring.svc:9091
