@@ -18,7 +18,7 @@ done
 
 R="$WORK/scheduler-extender.yaml"
 check "scheduler config with the extender stanza" grep -q 'kind: KubeSchedulerConfiguration' "$R"
-for verb in 'filterVerb: filter' 'prioritizeVerb: prioritize' 'bindVerb: bind' \
+for verb in 'filterVerb: filter' 'prioritizeVerb: prioritize' 'bindVerb: bind' 'preemptVerb: preempt' \
   'nodeCacheCapable: true' 'urlPrefix: "http://127.0.0.1:8888"'; do
   check "extender: $verb" grep -q "$verb" "$R"
 done

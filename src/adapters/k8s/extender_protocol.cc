@@ -1,6 +1,7 @@
 #include "adapters/k8s/extender_protocol.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -273,6 +274,13 @@ absl::StatusOr<PodInfo> DecodePod(const json& pod, const std::string& path) {
   if (const json* spec = Member(pod, "spec"); spec != nullptr) {
     TESSERA_RETURN_IF_ERROR(RequireObject(*spec, path + ".spec"));
     TESSERA_ASSIGN_OR_RETURN(p.node_name, StringAt(*spec, "nodeName", path + ".spec", false));
+    if (const json* priority = Member(*spec, "priority"); priority != nullptr) {
+      if (!priority->is_number_integer() || priority->get<int64_t>() < INT32_MIN ||
+          priority->get<int64_t>() > INT32_MAX) {
+        return Bad(path + ".spec.priority", "expected a 32-bit integer");
+      }
+      p.priority = static_cast<int32_t>(priority->get<int64_t>());
+    }
   }
   if (const json* status = Member(pod, "status"); status != nullptr) {
     TESSERA_RETURN_IF_ERROR(RequireObject(*status, path + ".status"));
@@ -419,6 +427,72 @@ absl::StatusOr<BindingArgs> DecodeBindingArgs(absl::string_view body) {
     }
   }
   return b;
+}
+
+absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(absl::string_view body) {
+  const std::string what = "ExtenderPreemptionArgs";
+  TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(body, what));
+  TESSERA_RETURN_IF_ERROR(RequireObject(j, what));
+  PreemptionArgs args;
+  const json* pod = Member(j, "Pod");
+  if (pod == nullptr) return Bad("Pod", "required object missing");
+  TESSERA_ASSIGN_OR_RETURN(args.pod, DecodePod(*pod, "Pod"));
+  // Both maps have the shape {node: {Pods: [...], NumPDBViolations: n}}; their pods are whole
+  // objects (metadata.uid) or MetaPods ({UID}).
+  bool any = false;
+  for (const char* key : {"NodeNameToVictims", "NodeNameToMetaVictims"}) {
+    const json* map = Member(j, key);
+    if (map == nullptr) continue;
+    any = true;
+    if (!map->is_object()) {
+      return Bad(key, absl::StrCat("expected an object, found ", TypeName(*map)));
+    }
+    const bool meta = absl::string_view(key) == "NodeNameToMetaVictims";
+    for (auto it = map->begin(); it != map->end(); ++it) {
+      const std::string path = absl::StrCat(key, "[\"", it.key(), "\"]");
+      NodeVictims& v = args.victims[it.key()];
+      if (it->is_null()) continue;
+      TESSERA_RETURN_IF_ERROR(RequireObject(*it, path));
+      if (const json* n = Member(*it, "NumPDBViolations"); n != nullptr) {
+        if (!n->is_number_integer()) return Bad(path + ".NumPDBViolations", "expected an integer");
+        v.pdb_violations = n->get<int64_t>();
+      }
+      const json* pods = Member(*it, "Pods");
+      if (pods == nullptr) continue;
+      if (!pods->is_array()) {
+        return Bad(path + ".Pods", absl::StrCat("expected an array, found ", TypeName(*pods)));
+      }
+      for (size_t i = 0; i < pods->size(); ++i) {
+        const std::string pod_path = absl::StrCat(path, ".Pods[", i, "]");
+        const json& victim = (*pods)[i];
+        std::string uid;
+        if (meta) {
+          TESSERA_RETURN_IF_ERROR(RequireObject(victim, pod_path));
+          TESSERA_ASSIGN_OR_RETURN(uid, StringAt(victim, "UID", pod_path, true));
+        } else {
+          TESSERA_ASSIGN_OR_RETURN(PodInfo p, DecodePod(victim, pod_path));
+          uid = p.uid;
+        }
+        v.uids.push_back(std::move(uid));
+      }
+    }
+  }
+  if (!any) {
+    return Bad(what,
+               "expected NodeNameToVictims (nodeCacheCapable: false) or "
+               "NodeNameToMetaVictims (true)");
+  }
+  return args;
+}
+
+json EncodePreemptionResult(const std::map<std::string, NodeVictims>& victims) {
+  json nodes = json::object();
+  for (const auto& [node, v] : victims) {
+    json pods = json::array();
+    for (const std::string& uid : v.uids) pods.push_back({{"UID", uid}});
+    nodes[node] = {{"Pods", std::move(pods)}, {"NumPDBViolations", v.pdb_violations}};
+  }
+  return {{"NodeNameToMetaVictims", std::move(nodes)}};
 }
 
 json EncodeFilterResult(const ExtenderArgs& args,

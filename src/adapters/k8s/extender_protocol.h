@@ -5,6 +5,8 @@
 //   prioritize:  ExtenderArgs -> HostPriorityList [{host, score}] (0..10)
 //   bind:        ExtenderBindingArgs {podName, podNamespace, podUID, node} ->
 //                ExtenderBindingResult {error}
+//   preempt:     ExtenderPreemptionArgs {Pod, NodeNameToVictims | NodeNameToMetaVictims} ->
+//                ExtenderPreemptionResult {NodeNameToMetaVictims}
 // Keys are matched as Go's encoding/json does (exact, else case-insensitive). Errors name the
 // field path and what was expected.
 //
@@ -14,6 +16,7 @@
 //   {"node": "gpu-node-3", "gpus": [5], "milliPerGpu": 400}
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -34,6 +37,7 @@ struct PodInfo {
   std::string ns;
   std::string node_name;  // spec.nodeName; "" while pending
   std::string phase;      // status.phase
+  int32_t priority = 0;   // spec.priority (set from the PriorityClass at admission); 0 if unset
   placement::gpushare::GpuRequest request;
   // Set when the pod's GPU annotations or resources are wrong (request is then empty): the
   // object is well-formed, the pod's spec is not, and kube-scheduler should say so on the pod.
@@ -72,6 +76,22 @@ struct BindingArgs {
   std::string node;
 };
 absl::StatusOr<BindingArgs> DecodeBindingArgs(absl::string_view body);
+
+// The victims kube-scheduler chose on one candidate node for preemption (pods by UID).
+struct NodeVictims {
+  std::vector<std::string> uids;
+  int64_t pdb_violations = 0;  // NumPDBViolations
+};
+struct PreemptionArgs {
+  PodInfo pod;  // the preemptor
+  // NodeNameToVictims (nodeCacheCapable: false, whole pods) or NodeNameToMetaVictims (true,
+  // UIDs): either way, the pods' UIDs.
+  std::map<std::string, NodeVictims> victims;
+};
+absl::StatusOr<PreemptionArgs> DecodePreemptionArgs(absl::string_view body);
+// ExtenderPreemptionResult: always NodeNameToMetaVictims, which kube-scheduler reads in both
+// modes (it maps the UIDs back to the pods it knows on each node).
+nlohmann::json EncodePreemptionResult(const std::map<std::string, NodeVictims>& victims);
 
 // The result for `args` keeps the form it came in (Node objects or names).
 nlohmann::json EncodeFilterResult(const ExtenderArgs& args,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "absl/container/flat_hash_set.h"
@@ -74,6 +75,17 @@ HttpReply BadRequest(const absl::Status& s) {
   return {400, "text/plain; charset=utf-8", absl::StrCat(s.message(), "\n")};
 }
 
+// The 400 for a body that did not decode, or whose pod's GPU request is wrong; none when both
+// are fine (prioritize and preempt: filter answers a wrong request in the protocol's error).
+template <typename Args>
+std::optional<HttpReply> Refusal(const absl::StatusOr<Args>& args) {
+  if (!args.ok()) return BadRequest(args.status());
+  if (!args->pod.request_error.empty()) {
+    return BadRequest(absl::InvalidArgumentError(args->pod.request_error));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ExtenderService::ExtenderService(std::unique_ptr<placement::gpushare::Policy> policy,
@@ -97,6 +109,7 @@ std::vector<std::string> ExtenderService::Apply(const std::vector<OnlineNode>& n
   for (std::string& c : r.conflicts) {
     problems.push_back(std::move(c));
   }
+  for (const PodInfo& p : pods) cluster_.SetPriority(p.uid, p.priority);
   restore_problems_.store(static_cast<int64_t>(problems.size()));
   return problems;
 }
@@ -188,6 +201,7 @@ void ExtenderService::ApplyPodEvent(const PodEvent& e, std::vector<std::string>*
   if (absl::Status s = cluster_.Restore(e.pod.uid, it->second); !s.ok()) {
     problems->push_back(absl::StrCat(e.pod.uid, ": ", s.message()));
   }
+  cluster_.SetPriority(e.pod.uid, e.pod.priority);
 }
 
 absl::Status ExtenderService::WatchPods(int timeout_s, const std::atomic<bool>* stop,
@@ -366,7 +380,7 @@ void ExtenderService::Remember(const PodInfo& pod) {
       request_order_.pop_front();
     }
   }
-  requests_[pod.uid] = pod.request;
+  requests_[pod.uid] = {pod.request, pod.priority};
 }
 
 void ExtenderService::Count(const std::string& verb, int status) const {
@@ -397,13 +411,9 @@ HttpReply ExtenderService::Filter(const std::string& body) {
 
 HttpReply ExtenderService::Prioritize(const std::string& body) {
   absl::StatusOr<ExtenderArgs> args = DecodeExtenderArgs(body);
-  if (!args.ok()) {
+  if (std::optional<HttpReply> refused = Refusal(args)) {
     Count("prioritize", 400);
-    return BadRequest(args.status());
-  }
-  if (!args->pod.request_error.empty()) {
-    Count("prioritize", 400);
-    return BadRequest(absl::InvalidArgumentError(args->pod.request_error));
+    return *refused;
   }
   LearnNodes(*args);
   std::vector<std::pair<std::string, int64_t>> scores;
@@ -440,10 +450,12 @@ HttpReply ExtenderService::Bind(const std::string& body) {
   std::string pod_path = absl::StrCat("/api/v1/namespaces/", UrlEscape(b->pod_namespace), "/pods/",
                                       UrlEscape(b->pod_name));
   std::optional<GpuRequest> req;
+  int32_t priority = 0;
   {
     absl::MutexLock lock(&mu_);
     if (auto it = requests_.find(b->pod_uid); it != requests_.end()) {
-      req = it->second;
+      req = it->second.request;
+      priority = it->second.priority;
     }
   }
   if (!req.has_value()) {
@@ -465,6 +477,7 @@ HttpReply ExtenderService::Bind(const std::string& body) {
       return fail(pod->request_error);
     }
     req = pod->request;
+    priority = pod->priority;
   }
   if (req->num_gpu > 0) {
     ExtenderArgs a;
@@ -475,6 +488,7 @@ HttpReply ExtenderService::Bind(const std::string& body) {
   {
     absl::MutexLock lock(&mu_);
     a = cluster_.Reserve(b->pod_uid, *req, b->node);
+    cluster_.SetPriority(b->pod_uid, priority);
   }
   if (!a.ok()) {
     return fail(std::string(a.status().message()));
@@ -515,6 +529,38 @@ HttpReply ExtenderService::Bind(const std::string& body) {
   return Json(200, EncodeBindingResult(""));
 }
 
+HttpReply ExtenderService::Preempt(const std::string& body) {
+  absl::StatusOr<PreemptionArgs> args = DecodePreemptionArgs(body);
+  if (std::optional<HttpReply> refused = Refusal(args)) {
+    Count("preempt", 400);
+    return *refused;
+  }
+  std::map<std::string, std::vector<std::string>> chosen;
+  for (const auto& [node, v] : args->victims) chosen[node] = v.uids;
+  if (args->pod.request.num_gpu > 0) {
+    ExtenderArgs a;  // candidates the extender has not met yet are fetched, as for filter
+    a.node_names.emplace();
+    for (const auto& [node, v] : chosen) a.node_names->push_back(node);
+    LearnNodes(a);
+  }
+  std::map<std::string, std::vector<std::string>> victims;
+  {
+    absl::MutexLock lock(&mu_);
+    victims = cluster_.PreemptionVictims(args->pod.request, args->pod.priority, chosen);
+  }
+  std::map<std::string, NodeVictims> result;
+  for (auto& [node, uids] : victims) {
+    const NodeVictims& given = args->victims.at(node);
+    if (uids.size() > given.uids.size()) ++preempt_victims_added_;
+    // Pods added here are counted as violating no PodDisruptionBudget: the extender does not
+    // read PDBs (kube-scheduler's own count for its victims is kept).
+    result[node] = {std::move(uids), given.pdb_violations};
+  }
+  preempt_nodes_dropped_ += static_cast<int64_t>(chosen.size() - result.size());
+  Count("preempt", 200);
+  return Json(200, EncodePreemptionResult(result));
+}
+
 HttpReply ExtenderService::Metrics() const {
   std::string out;
   absl::StrAppend(&out,
@@ -542,7 +588,14 @@ HttpReply ExtenderService::Metrics() const {
       "# TYPE tessera_extender_api_failures_total counter\n"
       "tessera_extender_api_failures_total{op=\"list\"} ",
       list_failures_.load(), "\ntessera_extender_api_failures_total{op=\"watch\"} ",
-      watch_failures_.load(), "\n");
+      watch_failures_.load(),
+      "\n# HELP tessera_extender_preempt_nodes_total Preemption candidates kube-scheduler sent, "
+      "by what the extender did: victims added to make GPU room, or the node dropped (no "
+      "eviction of lower-priority pods makes room, or the pod fits already).\n"
+      "# TYPE tessera_extender_preempt_nodes_total counter\n"
+      "tessera_extender_preempt_nodes_total{outcome=\"victims_added\"} ",
+      preempt_victims_added_.load(), "\ntessera_extender_preempt_nodes_total{outcome=\"dropped\"} ",
+      preempt_nodes_dropped_.load(), "\n");
   absl::MutexLock lock(&mu_);
   absl::StrAppend(&out,
                   "# HELP tessera_extender_gpu_milli Milli-GPU on the nodes the extender knows.\n"
@@ -589,6 +642,7 @@ absl::Status ServeExtender(ExtenderService& svc, const std::string& host, int po
   route("/filter", [&svc](const std::string& body) { return svc.Filter(body); });
   route("/prioritize", [&svc](const std::string& body) { return svc.Prioritize(body); });
   route("/bind", [&svc](const std::string& body) { return svc.Bind(body); });
+  route("/preempt", [&svc](const std::string& body) { return svc.Preempt(body); });
   server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");
   });

@@ -1,5 +1,6 @@
 // `tessera scheduler-extender`: kube-scheduler's HTTP extender verbs over an OnlineCluster.
-//   POST /filter, /prioritize, /bind (ExtenderArgs / ExtenderBindingArgs JSON); GET /healthz,
+//   POST /filter, /prioritize, /bind, /preempt (ExtenderArgs / ExtenderBindingArgs /
+//   ExtenderPreemptionArgs JSON); GET /healthz,
 //   GET /metrics (Prometheus text).
 // Malformed requests get HTTP 400 with a message; a pod whose GPU annotations are wrong gets a
 // 200 with the protocol's `error` field (kube-scheduler reports it on the pod). Calls are
@@ -79,6 +80,10 @@ class ExtenderService {
   HttpReply Filter(const std::string& body);
   HttpReply Prioritize(const std::string& body);
   HttpReply Bind(const std::string& body);
+  // kube-scheduler's preempt verb: on each candidate node, the victims it chose plus the
+  // lower-priority pods holding GPUs there whose eviction the pod's GPU share needs; nodes where
+  // no such eviction makes room are left out (OnlineCluster::PreemptionVictims).
+  HttpReply Preempt(const std::string& body);
   HttpReply Metrics() const;
 
   // For tests and metrics.
@@ -114,8 +119,13 @@ class ExtenderService {
   std::unique_ptr<KubeClient> kube_;
   mutable absl::Mutex mu_;
   placement::gpushare::OnlineCluster cluster_ ABSL_GUARDED_BY(mu_);
-  // Requests of pods seen by filter/prioritize, for bind (which names only the pod).
-  absl::flat_hash_map<std::string, placement::gpushare::GpuRequest> requests_ ABSL_GUARDED_BY(mu_);
+  // Requests (and priorities) of pods seen by filter/prioritize, for bind (which names only the
+  // pod).
+  struct Seen {
+    placement::gpushare::GpuRequest request;
+    int32_t priority = 0;
+  };
+  absl::flat_hash_map<std::string, Seen> requests_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> request_order_ ABSL_GUARDED_BY(mu_);
   // Where the pod watch resumes: the last list's resourceVersion, then the last event's; "" when
   // a list is needed first.
@@ -125,9 +135,11 @@ class ExtenderService {
   mutable std::map<std::pair<std::string, int>, int64_t> calls_ ABSL_GUARDED_BY(metrics_mu_);
   std::atomic<int64_t> binds_ok_{0};
   std::atomic<int64_t> binds_failed_{0};
-  std::atomic<int64_t> restore_problems_{0};  // of the last Rebuild or Sync
-  std::atomic<int64_t> list_failures_{0};     // Follow's lists that failed
-  std::atomic<int64_t> watch_failures_{0};    // Follow's watches that failed (not 410s)
+  std::atomic<int64_t> restore_problems_{0};       // of the last Rebuild or Sync
+  std::atomic<int64_t> list_failures_{0};          // Follow's lists that failed
+  std::atomic<int64_t> watch_failures_{0};         // Follow's watches that failed (not 410s)
+  std::atomic<int64_t> preempt_victims_added_{0};  // candidates given GPU victims by preempt
+  std::atomic<int64_t> preempt_nodes_dropped_{0};  // candidates preempt left out
 };
 
 // Serves `svc` on host:port until `*stop` becomes true (checked every 100 ms). Returns when

@@ -919,6 +919,121 @@ TEST(Extender, BindAnnotatesThenBindsAndRestartRestores) {
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 
+// A pod bound to `node` holding `milli` of GPU `gpu` at `priority`, as the API lists it.
+json RunningSharePod(int i, const std::string& node, int gpu, int64_t milli, int priority) {
+  json p = SharePod(i, "8Gi", "0.1");
+  p["spec"]["nodeName"] = node;
+  p["spec"]["priority"] = priority;
+  p["status"]["phase"] = "Running";
+  p["metadata"]["annotations"][kGpuAssignmentAnnotation] =
+      EncodeAssignment({.node = node, .gpus = {gpu}, .milli_per_gpu = milli});
+  return p;
+}
+
+// kube-scheduler's preempt verb, in both nodeCacheCapable forms: the GPU holders of lower
+// priority whose eviction makes room for the share are added to its victims, its own victims
+// count as freeing their GPUs, and nodes where no eviction helps are left out. Before, the
+// extender had no preempt verb: kube-scheduler chose victims by CPU and memory alone, evicting
+// pods on nodes whose GPUs still had no room, and never GPU holders.
+TEST(Extender, PreemptAddsTheGpuHoldersTheShareNeeds) {
+  FakeApi api;
+  // gpu-h100-1's 8 GPUs each hold 900 milli: GPUs 0-3 for pods of priority 1000, 4-7 of 0;
+  // GPU 4 also holds pod 8's 100 milli.
+  for (int i = 0; i < 8; ++i)
+    api.AddPod(RunningSharePod(i, "gpu-h100-1", i, 900, i < 4 ? 1000 : 0));
+  api.AddPod(RunningSharePod(8, "gpu-h100-1", 4, 100, 0));
+  Served ext(api.WriteKubeconfig(TempDir()));
+  absl::StatusOr<std::vector<std::string>> problems = ext.svc->Sync();
+  ASSERT_TRUE(problems.ok()) << problems.status();
+  ASSERT_EQ(ext.svc->held_pods(), 9);
+  auto uid = [](int i) { return "00000000-0000-4000-8000-" + std::to_string(100000000000 + i); };
+
+  // nodeCacheCapable: true. The preemptor (priority 1000000) asks 40Gi, 503 milli of an H100;
+  // kube-scheduler's own filters needed no victim on gpu-h100-1 (an empty list). Pod 8, the
+  // newest of priority 0, is taken first, then pod 7, which frees GPU 7; pod 8 is then spared.
+  // The 40Gi never fit an L4's 23 GB: gpu-l4-1 is left out whatever kube-scheduler chose there.
+  httplib::Result r = ext.Post("preempt", Fixture("preempt-args-metavictims.json").dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body),
+            json::parse(R"({"NodeNameToMetaVictims": {"gpu-h100-1": {"Pods": [{"UID": ")" + uid(7) +
+                        R"("}], "NumPDBViolations": 0}}})"));
+
+  // nodeCacheCapable: false: whole victim pods. kube-scheduler chose pod 5 (for its CPU, say)
+  // and counted a PDB violation: GPU 5 is then free enough, nothing is added, the count stays.
+  json args = Fixture("preempt-args-metavictims.json");
+  args.erase("NodeNameToMetaVictims");
+  args["NodeNameToVictims"] = {
+      {"gpu-h100-1",
+       {{"Pods", {RunningSharePod(5, "gpu-h100-1", 5, 900, 0)}}, {"NumPDBViolations", 1}}}};
+  r = ext.Post("preempt", args.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["NodeNameToMetaVictims"],
+            json::parse(R"({"gpu-h100-1": {"Pods": [{"UID": ")" + uid(5) +
+                        R"("}], "NumPDBViolations": 1}})"));
+
+  // A preemptor of priority 0 outranks none of the GPU holders: the node is left out (so are
+  // the L4 nodes, each time: 3 dropped in all).
+  args = Fixture("preempt-args-metavictims.json");
+  args["Pod"]["spec"]["priority"] = 0;
+  r = ext.Post("preempt", args.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body), json::parse(R"({"NodeNameToMetaVictims": {}})"));
+  // Asking changed nothing: every pod still holds its GPUs.
+  EXPECT_EQ(ext.svc->held_pods(), 9);
+  std::string metrics = ext.svc->Metrics().body;
+  EXPECT_THAT(metrics,
+              HasSubstr("tessera_extender_preempt_nodes_total{outcome=\"victims_added\"} 1\n"));
+  EXPECT_THAT(metrics, HasSubstr("tessera_extender_preempt_nodes_total{outcome=\"dropped\"} 3\n"));
+  EXPECT_THAT(metrics,
+              HasSubstr("tessera_extender_requests_total{verb=\"preempt\",code=\"200\"} 3\n"));
+
+  // Malformed: 400 with the field.
+  json bad_priority = Fixture("preempt-args-metavictims.json");
+  bad_priority["Pod"]["spec"]["priority"] = "high";
+  json bad_uid = Fixture("preempt-args-metavictims.json");
+  bad_uid["NodeNameToMetaVictims"]["gpu-l4-1"]["Pods"][0] = {{"UID", 7}};
+  for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"Pod": {"metadata": {"name": "p"}}})", "expected NodeNameToVictims"},
+           {R"({"NodeNameToMetaVictims": {}})", "Pod: required"},
+           {bad_priority.dump(), "Pod.spec.priority: expected a 32-bit integer"},
+           {bad_uid.dump(), "NodeNameToMetaVictims[\"gpu-l4-1\"].Pods[0].UID: expected a string"},
+       }) {
+    r = ext.Post("preempt", body);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << body;
+    EXPECT_THAT(r->body, HasSubstr(message));
+  }
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+// A pod the extender bound itself is held at the priority its filter call carried.
+TEST(Extender, PreemptKnowsThePriorityOfPodsItBound) {
+  FakeApi api;
+  json pod = Fixture("pod-share.json");
+  pod["spec"]["priority"] = 2000;
+  api.AddPod(pod);
+  Served ext(api.WriteKubeconfig(TempDir()));
+  ASSERT_TRUE(ext.Post("filter", ArgsWithNodes(pod, {"node-h100.json"}).dump()));
+  httplib::Result r = ext.Post("bind", Fixture("binding-args.json").dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(json::parse(r->body), json({{"error", ""}}));
+  // All 8 GPUs of the node, for a preemptor below and above the bound pod's 2000.
+  json args = Fixture("preempt-args-metavictims.json");
+  args["Pod"]["metadata"]["annotations"]["tessera.io/gpu-compute"] = "8";
+  args["NodeNameToMetaVictims"].erase("gpu-l4-1");
+  for (int priority : {1000, 1000000}) {
+    args["Pod"]["spec"]["priority"] = priority;
+    r = ext.Post("preempt", args.dump());
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(json::parse(r->body)["NodeNameToMetaVictims"].contains("gpu-h100-1"), priority > 2000)
+        << priority << ": " << r->body;
+  }
+}
+
 // A standby extender follows the leader's binds and the pods that end through its pod watch,
 // with no list between them. Before, it learned of them only at its next --resync (30 s by
 // default); a failover inside that window could give a GPU the leader had just given away.

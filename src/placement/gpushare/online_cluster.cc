@@ -310,6 +310,77 @@ const Assignment* OnlineCluster::Find(const std::string& uid) const {
   return it == held_.end() ? nullptr : &it->second.a;
 }
 
+void OnlineCluster::SetPriority(const std::string& uid, int32_t priority) {
+  if (auto it = held_.find(uid); it != held_.end()) it->second.priority = priority;
+}
+
+std::map<std::string, std::vector<std::string>> OnlineCluster::PreemptionVictims(
+    const GpuRequest& req, int32_t priority,
+    const std::map<std::string, std::vector<std::string>>& chosen) const {
+  std::map<std::string, std::vector<std::string>> out;
+  if (req.num_gpu <= 0) return chosen;
+  // The pods holding GPUs on each candidate node, in one pass over the held pods.
+  std::map<std::string, std::vector<const std::pair<const std::string, Held>*>> on;
+  for (const auto& [node, uids] : chosen) on[node];
+  for (const auto& entry : held_) {
+    if (auto it = on.find(entry.second.a.node); it != on.end()) it->second.push_back(&entry);
+  }
+  for (const auto& [node, uids] : chosen) {
+    auto idx = index_.find(node);
+    if (idx == index_.end()) continue;  // unknown: it cannot hold the pod
+    absl::StatusOr<int64_t> share = ShareOn(req, nodes_[idx->second]);
+    if (!share.ok()) continue;  // wrong model, too small: no eviction helps
+    std::vector<int64_t> free = state_.node(idx->second).gpu_free;
+    auto give_back = [&free](const Held& h, int sign) {
+      for (int g : h.a.gpus) free[g] += sign * h.a.milli_per_gpu;
+    };
+    auto fits = [&] {
+      int room = 0;
+      for (int64_t f : free) room += f >= *share ? 1 : 0;
+      return room >= req.num_gpu;
+    };
+    const absl::flat_hash_set<std::string> already(uids.begin(), uids.end());
+    std::vector<std::pair<const Held*, const std::string*>> candidates;
+    for (const auto* entry : on[node]) {
+      const Held& h = entry->second;
+      if (already.contains(entry->first)) {
+        give_back(h, +1);
+      } else if (h.priority < priority) {
+        candidates.emplace_back(&h, &entry->first);
+      }
+    }
+    // Least important first: lowest priority, then the most recently placed.
+    std::sort(candidates.begin(), candidates.end(), [](const auto& x, const auto& y) {
+      if (x.first->priority != y.first->priority) return x.first->priority < y.first->priority;
+      return x.first->generation > y.first->generation;
+    });
+    std::vector<size_t> taken;
+    for (size_t i = 0; i < candidates.size() && !fits(); ++i) {
+      give_back(*candidates[i].first, +1);
+      taken.push_back(i);
+    }
+    if (!fits()) continue;
+    // Spare every victim not needed after all, the most important first.
+    std::vector<bool> spared(candidates.size(), false);
+    for (auto it = taken.rbegin(); it != taken.rend(); ++it) {
+      give_back(*candidates[*it].first, -1);
+      if (fits()) {
+        spared[*it] = true;
+      } else {
+        give_back(*candidates[*it].first, +1);
+      }
+    }
+    std::vector<std::string> victims = uids;
+    for (size_t i : taken) {
+      if (!spared[i]) victims.push_back(*candidates[i].second);
+    }
+    // No victim at all: the pod fits already (something left since the filter) and will be
+    // placed on its next attempt; kube-scheduler refuses a candidate without victims.
+    if (!victims.empty()) out[node] = std::move(victims);
+  }
+  return out;
+}
+
 absl::flat_hash_set<std::string> OnlineCluster::HeldNodes() const {
   absl::flat_hash_set<std::string> out;
   for (const auto& [uid, h] : held_) out.insert(h.a.node);

@@ -104,6 +104,21 @@ class OnlineCluster {
   // Frees what `uid` holds (no-op if nothing).
   void Release(const std::string& uid);
   const Assignment* Find(const std::string& uid) const;
+  // Records a held pod's priority (spec.priority), which preemption compares; no-op for a pod
+  // that holds nothing. Pods are held at priority 0 until told.
+  void SetPriority(const std::string& uid, int32_t priority);
+
+  // Preemption (kube-scheduler's preempt verb): for each candidate node of `chosen`, the pods
+  // kube-scheduler would evict there for its own reasons (UIDs), returns the victims that let
+  // `req` fit the node's GPUs: the chosen ones, plus the fewest lower-priority pods holding GPUs
+  // there that it takes (lowest priority first, the most recently placed first among equals;
+  // then every one whose release turns out not to be needed is spared, the most important
+  // first). A node where even all of them would not make room, or where `req` can never run,
+  // is left out, and so is one that would have no victim (the pod fits there already). A pod
+  // that asks for no GPU keeps every node as chosen.
+  std::map<std::string, std::vector<std::string>> PreemptionVictims(
+      const GpuRequest& req, int32_t priority,
+      const std::map<std::string, std::vector<std::string>>& chosen) const;
   // The nodes on which some pod holds GPUs.
   absl::flat_hash_set<std::string> HeldNodes() const;
 
@@ -128,6 +143,7 @@ class OnlineCluster {
     Assignment a;
     PodSpec spec;
     uint64_t generation = 0;
+    int32_t priority = 0;
   };
   PodSpec SpecOn(const GpuRequest& req, int64_t share) const;
   static PodSpec SpecOf(const Assignment& a);

@@ -176,5 +176,42 @@ TEST(OnlineCluster, RemovesNodesThatLeft) {
   EXPECT_EQ(c.total_milli(), 4 * kGpuMilli);
 }
 
+// Preemption: the fewest lower-priority pods whose GPUs make room, lowest priority and newest
+// first, those not needed after all spared; kube-scheduler's own victims kept and counted as
+// freeing their GPUs; nodes where no eviction helps left out.
+TEST(OnlineCluster, PreemptionVictimsFreeTheGpuTheShareNeeds) {
+  OnlineCluster c(MakeTesseraPolicy());
+  c.UpsertNode(H100("n", 2));
+  c.UpsertNode({.name = "cpu", .gpus = 0, .model = "", .gpu_memory_bytes = 0});
+  ASSERT_TRUE(c.Restore("a", {.node = "n", .gpus = {0}, .milli_per_gpu = 600}).ok());
+  ASSERT_TRUE(c.Restore("b", {.node = "n", .gpus = {1}, .milli_per_gpu = 600}).ok());
+  ASSERT_TRUE(c.Restore("c", {.node = "n", .gpus = {0}, .milli_per_gpu = 300}).ok());
+  c.SetPriority("b", 100);    // a and c stay at 0
+  c.SetPriority("ghost", 5);  // holds nothing: ignored
+  using Victims = std::map<std::string, std::vector<std::string>>;
+  const GpuRequest share700 = Share(8, 700);
+  // GPU 0 has 100 free, GPU 1 400: c (newer) is tried first, then a; with a gone, c can stay.
+  EXPECT_EQ(c.PreemptionVictims(share700, 50, {{"n", {}}}), (Victims{{"n", {"a"}}}));
+  // A whole GPU needs both of GPU 0's pods.
+  EXPECT_EQ(c.PreemptionVictims(Whole(1), 50, {{"n", {}}}), (Victims{{"n", {"c", "a"}}}));
+  // Two whole GPUs would need b, which outranks the pod: no room, the node is left out.
+  EXPECT_EQ(c.PreemptionVictims(Whole(2), 50, {{"n", {}}}), Victims{});
+  EXPECT_EQ(c.PreemptionVictims(Whole(2), 101, {{"n", {}}}), (Victims{{"n", {"c", "a", "b"}}}));
+  // No pod of lower priority: nothing to take.
+  EXPECT_EQ(c.PreemptionVictims(share700, 0, {{"n", {}}}), Victims{});
+  // kube-scheduler's own victim (here b, evicted for its CPU) frees GPU 1: nothing added.
+  EXPECT_EQ(c.PreemptionVictims(share700, 50, {{"n", {"b"}}}), (Victims{{"n", {"b"}}}));
+  // A share that fits already, with no victim of kube-scheduler's: left out (it is placed on
+  // its next attempt; kube-scheduler refuses a candidate without victims).
+  EXPECT_EQ(c.PreemptionVictims(Share(8, 300), 50, {{"n", {}}}), Victims{});
+  // Nodes that can never hold it (no GPUs, unknown) are left out.
+  EXPECT_EQ(c.PreemptionVictims(share700, 50, {{"cpu", {"x"}}, {"ghost", {}}}), Victims{});
+  // A pod that asks for no GPU: kube-scheduler's choice stands.
+  EXPECT_EQ(c.PreemptionVictims(GpuRequest{}, 50, {{"cpu", {"x"}}}), (Victims{{"cpu", {"x"}}}));
+  // Nothing was released by asking.
+  EXPECT_EQ(c.pods(), 3);
+  EXPECT_EQ(c.used_milli(), 1500);
+}
+
 }  // namespace
 }  // namespace tessera::placement::gpushare
