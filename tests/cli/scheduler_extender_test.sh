@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end test of the `tessera scheduler-extender` binary: it restores its state from
-# `kubectl get nodes/pods -o json` files (a restart), serves filter/prioritize on a free port,
+# `kubectl get nodes/pods -o json` files (a restart), serves filter/prioritize/preempt on a free port,
 # answers 400 to a malformed request, refuses to bind without an API, and exits 0 on SIGTERM.
 # Usage: scheduler_extender_test.sh path/to/tessera
 set -u
@@ -95,6 +95,25 @@ import json, sys
 r = json.loads(sys.argv[1].split(" ", 1)[1])
 assert [h["host"] for h in r] == ["gpu-h100-1", "gpu-l4-1", "cpu-1"], r
 assert all(0 <= h["score"] <= 10 for h in r), r' "$out"
+# Preemption (preemptVerb): the same 0.4 at priority 1000 against the running pods' 0. GPU 7's
+# 700-milli pod, the newest, makes room; the L4 never could hold more than it does (left out).
+python3 - "$WORK" <<'PY'
+import json, sys
+work = sys.argv[1]
+args = json.load(open(f"{work}/args.json"))
+args["pod"]["spec"]["priority"] = 1000
+json.dump({"Pod": args["pod"], "NodeNameToMetaVictims": {
+    "gpu-h100-1": {"Pods": [], "NumPDBViolations": 0},
+    "cpu-1": {"Pods": [{"UID": "uid-cpu-pod"}], "NumPDBViolations": 0}}},
+    open(f"{work}/preempt.json", "w"))
+PY
+out=$(post preempt "$WORK/preempt.json")
+check "preempt answers 200" test "${out%% *}" = 200
+check "preempt adds the GPU 7 pod and leaves the CPU node out" python3 -c '
+import json, sys
+r = json.loads(sys.argv[1].split(" ", 1)[1])
+assert r == {"NodeNameToMetaVictims": {"gpu-h100-1": {"Pods": [{"UID": "uid-running-7"}],
+                                                      "NumPDBViolations": 0}}}, r' "$out"
 out=$(post filter "$WORK/bad.json")
 check "malformed request gets 400" test "${out%% *}" = 400
 check "with a message" grep -q 'invalid JSON' <<<"$out"
