@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end test of the `tessera scheduler-extender` binary: it restores its state from
-# `kubectl get nodes/pods -o json` files (a restart), serves filter/prioritize/preempt on a free port,
-# answers 400 to a malformed request, refuses to bind without an API, and exits 0 on SIGTERM.
+# `kubectl get nodes/pods -o json` files (a restart), serves filter/prioritize/preempt on a free
+# port, answers 400 to a malformed request, refuses to bind without an API, and exits 0 on SIGTERM.
 # Usage: scheduler_extender_test.sh path/to/tessera
 set -u
 TESSERA=${1:?usage: scheduler_extender_test.sh path/to/tessera}
