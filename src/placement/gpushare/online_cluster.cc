@@ -349,7 +349,7 @@ std::map<std::string, std::vector<std::string>> OnlineCluster::PreemptionVictims
         candidates.emplace_back(&h, &entry->first);
       }
     }
-    // Least important first: lowest priority, then the most recently placed.
+    // Least important first: lowest priority, then the one held last.
     std::sort(candidates.begin(), candidates.end(), [](const auto& x, const auto& y) {
       if (x.first->priority != y.first->priority) return x.first->priority < y.first->priority;
       return x.first->generation > y.first->generation;

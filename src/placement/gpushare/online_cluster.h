@@ -110,12 +110,12 @@ class OnlineCluster {
 
   // Preemption (kube-scheduler's preempt verb): for each candidate node of `chosen`, the pods
   // kube-scheduler would evict there for its own reasons (UIDs), returns the victims that let
-  // `req` fit the node's GPUs: the chosen ones, plus the fewest lower-priority pods holding GPUs
-  // there that it takes (lowest priority first, the most recently placed first among equals;
-  // then every one whose release turns out not to be needed is spared, the most important
-  // first). A node where even all of them would not make room, or where `req` can never run,
-  // is left out, and so is one that would have no victim (the pod fits there already). A pod
-  // that asks for no GPU keeps every node as chosen.
+  // `req` fit the node's GPUs: the chosen ones, plus the lower-priority pods holding GPUs there
+  // that it takes (lowest priority first, among equals the one held last: bound last by this
+  // process, or after a restart later in the pod list; then every one whose release turns out
+  // not to be needed is spared, the most important first). A node where even all of them would not
+  // make room, or where `req` can never run, is left out, and so is one that would have no victim
+  // (the pod fits there already). A pod that asks for no GPU keeps every node as chosen.
   std::map<std::string, std::vector<std::string>> PreemptionVictims(
       const GpuRequest& req, int32_t priority,
       const std::map<std::string, std::vector<std::string>>& chosen) const;
