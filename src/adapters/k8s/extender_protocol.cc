@@ -285,6 +285,12 @@ absl::StatusOr<PodInfo> DecodePod(const json& pod, const std::string& path) {
   if (const json* status = Member(pod, "status"); status != nullptr) {
     TESSERA_RETURN_IF_ERROR(RequireObject(*status, path + ".status"));
     TESSERA_ASSIGN_OR_RETURN(p.phase, StringAt(*status, "phase", path + ".status", false));
+    TESSERA_ASSIGN_OR_RETURN(std::string started,
+                             StringAt(*status, "startTime", path + ".status", false));
+    std::string error;
+    if (!started.empty() && !absl::ParseTime(absl::RFC3339_full, started, &p.started, &error)) {
+      return Bad(path + ".status.startTime", absl::StrCat("expected an RFC 3339 time: ", error));
+    }
   }
   if (absl::StatusOr<GpuRequest> req = DecodeRequest(pod, path); req.ok()) {
     p.request = *req;

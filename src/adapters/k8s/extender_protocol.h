@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "placement/gpushare/online_cluster.h"
 
@@ -38,6 +39,7 @@ struct PodInfo {
   std::string node_name;  // spec.nodeName; "" while pending
   std::string phase;      // status.phase
   int32_t priority = 0;   // spec.priority (set from the PriorityClass at admission); 0 if unset
+  absl::Time started = absl::InfiniteFuture();  // status.startTime; InfiniteFuture if not yet
   placement::gpushare::GpuRequest request;
   // Set when the pod's GPU annotations or resources are wrong (request is then empty): the
   // object is well-formed, the pod's spec is not, and kube-scheduler should say so on the pod.

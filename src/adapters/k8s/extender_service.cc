@@ -109,7 +109,7 @@ std::vector<std::string> ExtenderService::Apply(const std::vector<OnlineNode>& n
   for (std::string& c : r.conflicts) {
     problems.push_back(std::move(c));
   }
-  for (const PodInfo& p : pods) cluster_.SetPriority(p.uid, p.priority);
+  for (const PodInfo& p : pods) cluster_.SetImportance(p.uid, p.priority, p.started);
   restore_problems_.store(static_cast<int64_t>(problems.size()));
   return problems;
 }
@@ -201,7 +201,7 @@ void ExtenderService::ApplyPodEvent(const PodEvent& e, std::vector<std::string>*
   if (absl::Status s = cluster_.Restore(e.pod.uid, it->second); !s.ok()) {
     problems->push_back(absl::StrCat(e.pod.uid, ": ", s.message()));
   }
-  cluster_.SetPriority(e.pod.uid, e.pod.priority);
+  cluster_.SetImportance(e.pod.uid, e.pod.priority, e.pod.started);
 }
 
 absl::Status ExtenderService::WatchPods(int timeout_s, const std::atomic<bool>* stop,
@@ -488,7 +488,7 @@ HttpReply ExtenderService::Bind(const std::string& body) {
   {
     absl::MutexLock lock(&mu_);
     a = cluster_.Reserve(b->pod_uid, *req, b->node);
-    cluster_.SetPriority(b->pod_uid, priority);
+    cluster_.SetImportance(b->pod_uid, priority);  // not started yet
   }
   if (!a.ok()) {
     return fail(std::string(a.status().message()));

@@ -919,12 +919,14 @@ TEST(Extender, BindAnnotatesThenBindsAndRestartRestores) {
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 
-// A pod bound to `node` holding `milli` of GPU `gpu` at `priority`, as the API lists it.
+// A pod bound to `node` holding `milli` of GPU `gpu` at `priority`, as the API lists it; pod i
+// started at minute 30 - i (the higher i, the earlier).
 json RunningSharePod(int i, const std::string& node, int gpu, int64_t milli, int priority) {
   json p = SharePod(i, "8Gi", "0.1");
   p["spec"]["nodeName"] = node;
   p["spec"]["priority"] = priority;
   p["status"]["phase"] = "Running";
+  p["status"]["startTime"] = absl::StrCat("2026-12-01T10:", 30 - i, ":00Z");
   p["metadata"]["annotations"][kGpuAssignmentAnnotation] =
       EncodeAssignment({.node = node, .gpus = {gpu}, .milli_per_gpu = milli});
   return p;
@@ -949,14 +951,15 @@ TEST(Extender, PreemptAddsTheGpuHoldersTheShareNeeds) {
   auto uid = [](int i) { return "00000000-0000-4000-8000-" + std::to_string(100000000000 + i); };
 
   // nodeCacheCapable: true. The preemptor (priority 1000000) asks 40Gi, 503 milli of an H100;
-  // kube-scheduler's own filters needed no victim on gpu-h100-1 (an empty list). Pod 8, the
-  // newest of priority 0, is taken first, then pod 7, which frees GPU 7; pod 8 is then spared.
-  // The 40Gi never fit an L4's 23 GB: gpu-l4-1 is left out whatever kube-scheduler chose there.
+  // kube-scheduler's own filters needed no victim on gpu-h100-1 (an empty list). Pod 4, the
+  // latest started of priority 0, is taken first: without it GPU 4 has 900 milli free, pod 8's
+  // 100 still there (by UID it would have been pod 8, then pod 7). The 40Gi never fit an L4's
+  // 23 GB: gpu-l4-1 is left out whatever kube-scheduler chose there.
   httplib::Result r = ext.Post("preempt", Fixture("preempt-args-metavictims.json").dump());
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body),
-            json::parse(R"({"NodeNameToMetaVictims": {"gpu-h100-1": {"Pods": [{"UID": ")" + uid(7) +
+            json::parse(R"({"NodeNameToMetaVictims": {"gpu-h100-1": {"Pods": [{"UID": ")" + uid(4) +
                         R"("}], "NumPDBViolations": 0}}})"));
 
   // nodeCacheCapable: false: whole victim pods. kube-scheduler chose pod 5 (for its CPU, say)
@@ -993,12 +996,15 @@ TEST(Extender, PreemptAddsTheGpuHoldersTheShareNeeds) {
   // Malformed: 400 with the field.
   json bad_priority = Fixture("preempt-args-metavictims.json");
   bad_priority["Pod"]["spec"]["priority"] = "high";
+  json bad_start = Fixture("preempt-args-metavictims.json");
+  bad_start["Pod"]["status"]["startTime"] = "yesterday";
   json bad_uid = Fixture("preempt-args-metavictims.json");
   bad_uid["NodeNameToMetaVictims"]["gpu-l4-1"]["Pods"][0] = {{"UID", 7}};
   for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
            {R"({"Pod": {"metadata": {"name": "p"}}})", "expected NodeNameToVictims"},
            {R"({"NodeNameToMetaVictims": {}})", "Pod: required"},
            {bad_priority.dump(), "Pod.spec.priority: expected a 32-bit integer"},
+           {bad_start.dump(), "Pod.status.startTime: expected an RFC 3339 time"},
            {bad_uid.dump(), "NodeNameToMetaVictims[\"gpu-l4-1\"].Pods[0].UID: expected a string"},
        }) {
     r = ext.Post("preempt", body);

@@ -310,8 +310,11 @@ const Assignment* OnlineCluster::Find(const std::string& uid) const {
   return it == held_.end() ? nullptr : &it->second.a;
 }
 
-void OnlineCluster::SetPriority(const std::string& uid, int32_t priority) {
-  if (auto it = held_.find(uid); it != held_.end()) it->second.priority = priority;
+void OnlineCluster::SetImportance(const std::string& uid, int32_t priority, absl::Time started) {
+  if (auto it = held_.find(uid); it != held_.end()) {
+    it->second.priority = priority;
+    it->second.started = started;
+  }
 }
 
 std::map<std::string, std::vector<std::string>> OnlineCluster::PreemptionVictims(
@@ -349,10 +352,12 @@ std::map<std::string, std::vector<std::string>> OnlineCluster::PreemptionVictims
         candidates.emplace_back(&h, &entry->first);
       }
     }
-    // Least important first: lowest priority, then the one held last.
+    // Least important first: lowest priority, then the latest started (not started yet: last
+    // of all), then by UID, so that the answer does not depend on the order pods were held.
     std::sort(candidates.begin(), candidates.end(), [](const auto& x, const auto& y) {
       if (x.first->priority != y.first->priority) return x.first->priority < y.first->priority;
-      return x.first->generation > y.first->generation;
+      if (x.first->started != y.first->started) return x.first->started > y.first->started;
+      return *x.second > *y.second;
     });
     std::vector<size_t> taken;
     for (size_t i = 0; i < candidates.size() && !fits(); ++i) {

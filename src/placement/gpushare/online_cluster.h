@@ -104,16 +104,19 @@ class OnlineCluster {
   // Frees what `uid` holds (no-op if nothing).
   void Release(const std::string& uid);
   const Assignment* Find(const std::string& uid) const;
-  // Records a held pod's priority (spec.priority), which preemption compares; no-op for a pod
-  // that holds nothing. Pods are held at priority 0 until told.
-  void SetPriority(const std::string& uid, int32_t priority);
+  // Records what preemption compares of a held pod: its priority (spec.priority) and when it
+  // started (status.startTime; InfiniteFuture while it has not, as kube-scheduler counts a pod
+  // not started yet). No-op for a pod that holds nothing. Pods are held at priority 0, not
+  // started, until told.
+  void SetImportance(const std::string& uid, int32_t priority,
+                     absl::Time started = absl::InfiniteFuture());
 
   // Preemption (kube-scheduler's preempt verb): for each candidate node of `chosen`, the pods
   // kube-scheduler would evict there for its own reasons (UIDs), returns the victims that let
   // `req` fit the node's GPUs: the chosen ones, plus the lower-priority pods holding GPUs there
-  // that it takes (lowest priority first, among equals the one held last: bound last by this
-  // process, or after a restart later in the pod list; then every one whose release turns out
-  // not to be needed is spared, the most important first). A node where even all of them would not
+  // that it takes (the least important first, as kube-scheduler orders its victims: lowest
+  // priority, then the latest started; then every one whose release turns out not to be needed
+  // is spared, the most important first). A node where even all of them would not
   // make room, or where `req` can never run, is left out, and so is one that would have no victim
   // (the pod fits there already). A pod that asks for no GPU keeps every node as chosen.
   std::map<std::string, std::vector<std::string>> PreemptionVictims(
@@ -144,6 +147,7 @@ class OnlineCluster {
     PodSpec spec;
     uint64_t generation = 0;
     int32_t priority = 0;
+    absl::Time started = absl::InfiniteFuture();
   };
   PodSpec SpecOn(const GpuRequest& req, int64_t share) const;
   static PodSpec SpecOf(const Assignment& a);

@@ -186,11 +186,15 @@ TEST(OnlineCluster, PreemptionVictimsFreeTheGpuTheShareNeeds) {
   ASSERT_TRUE(c.Restore("a", {.node = "n", .gpus = {0}, .milli_per_gpu = 600}).ok());
   ASSERT_TRUE(c.Restore("b", {.node = "n", .gpus = {1}, .milli_per_gpu = 600}).ok());
   ASSERT_TRUE(c.Restore("c", {.node = "n", .gpus = {0}, .milli_per_gpu = 300}).ok());
-  c.SetPriority("b", 100);    // a and c stay at 0
-  c.SetPriority("ghost", 5);  // holds nothing: ignored
+  const absl::Time t0 = absl::FromUnixSeconds(1764800000);
+  c.SetImportance("a", 0, t0);
+  c.SetImportance("b", 100, t0);
+  c.SetImportance("c", 0, t0 + absl::Minutes(5));  // started after a
+  c.SetImportance("ghost", 5);                     // holds nothing: ignored
   using Victims = std::map<std::string, std::vector<std::string>>;
   const GpuRequest share700 = Share(8, 700);
-  // GPU 0 has 100 free, GPU 1 400: c (newer) is tried first, then a; with a gone, c can stay.
+  // GPU 0 has 100 free, GPU 1 400: c (started later) is tried first, then a; with a gone, c
+  // can stay.
   EXPECT_EQ(c.PreemptionVictims(share700, 50, {{"n", {}}}), (Victims{{"n", {"a"}}}));
   // A whole GPU needs both of GPU 0's pods.
   EXPECT_EQ(c.PreemptionVictims(Whole(1), 50, {{"n", {}}}), (Victims{{"n", {"c", "a"}}}));
@@ -208,9 +212,21 @@ TEST(OnlineCluster, PreemptionVictimsFreeTheGpuTheShareNeeds) {
   EXPECT_EQ(c.PreemptionVictims(share700, 50, {{"cpu", {"x"}}, {"ghost", {}}}), Victims{});
   // A pod that asks for no GPU: kube-scheduler's choice stands.
   EXPECT_EQ(c.PreemptionVictims(GpuRequest{}, 50, {{"cpu", {"x"}}}), (Victims{{"cpu", {"x"}}}));
+  // Among equal priorities the latest started goes first, as kube-scheduler orders victims; a
+  // pod not started yet counts as the latest; then the order does not depend on the holding.
+  c.UpsertNode(H100("m", 2));
+  ASSERT_TRUE(c.Restore("y", {.node = "m", .gpus = {1}, .milli_per_gpu = 900}).ok());
+  ASSERT_TRUE(c.Restore("x", {.node = "m", .gpus = {0}, .milli_per_gpu = 900}).ok());
+  const GpuRequest share500 = Share(8, 500);
+  EXPECT_EQ(c.PreemptionVictims(share500, 50, {{"m", {}}}), (Victims{{"m", {"y"}}}));
+  c.SetImportance("x", 0, t0 + absl::Minutes(1));
+  c.SetImportance("y", 0, t0);
+  EXPECT_EQ(c.PreemptionVictims(share500, 50, {{"m", {}}}), (Victims{{"m", {"x"}}}));
+  c.SetImportance("y", 0);  // not started
+  EXPECT_EQ(c.PreemptionVictims(share500, 50, {{"m", {}}}), (Victims{{"m", {"y"}}}));
   // Nothing was released by asking.
-  EXPECT_EQ(c.pods(), 3);
-  EXPECT_EQ(c.used_milli(), 1500);
+  EXPECT_EQ(c.pods(), 5);
+  EXPECT_EQ(c.used_milli(), 3300);
 }
 
 }  // namespace
