@@ -38,6 +38,11 @@ class ScriptedSource final : public MetricSource {
     v.sampled = clock_.Now();
     return v;
   }
+  // Sets the values under the lock (the server's poll thread may be querying).
+  void Set(std::map<std::string, double> v) {
+    std::lock_guard<std::mutex> l(mu);
+    values = std::move(v);
+  }
   std::mutex mu;  // the server's poll thread reads what the test sets
   std::map<std::string, double> values;
   bool down = false;
@@ -221,10 +226,7 @@ TEST(Scaler, StreamIsActivePushesTheChangeFromIdleToActive) {
   ASSERT_TRUE(config.ok()) << config.status();
   RealClock clock;
   ScriptedSource prom(clock);
-  {
-    std::lock_guard<std::mutex> l(prom.mu);
-    prom.values = {{"waiting", 0}, {"running", 0}, {"ready", 0}};
-  }
+  prom.Set({{"waiting", 0}, {"running", 0}, {"ready", 0}});
   Scaler scaler(*config, prom, clock);
   testing::ServedScaler served(scaler);
   ASSERT_GT(served.port(), 0);
@@ -274,10 +276,7 @@ TEST(Scaler, ServingSkipsPollsMissedWhenTheClockJumps) {
   ASSERT_TRUE(config.ok()) << config.status();
   SimulatedClock clock(absl::FromUnixSeconds(1764700000));
   ScriptedSource prom(clock);
-  {
-    std::lock_guard<std::mutex> l(prom.mu);
-    prom.values = {{"waiting", 0}, {"running", 2}, {"ready", 1}};
-  }
+  prom.Set({{"waiting", 0}, {"running", 2}, {"ready", 1}});
   Scaler scaler(*config, prom, clock);
   auto queries = [&prom] {
     std::lock_guard<std::mutex> l(prom.mu);
@@ -314,10 +313,7 @@ TEST(Scaler, ServingPollsOnWhileTheClockStandsStill) {
   ASSERT_TRUE(config.ok()) << config.status();
   SimulatedClock clock(absl::FromUnixSeconds(1764700000));  // never advanced
   ScriptedSource prom(clock);
-  {
-    std::lock_guard<std::mutex> l(prom.mu);
-    prom.values = {{"waiting", 40}, {"running", 16}, {"ready", 1}};
-  }
+  prom.Set({{"waiting", 40}, {"running", 16}, {"ready", 1}});
   Scaler scaler(*config, prom, clock);
   testing::ServedScaler served(scaler);
   ASSERT_GT(served.port(), 0);
