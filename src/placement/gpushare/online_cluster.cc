@@ -74,7 +74,11 @@ std::vector<std::string> OnlineCluster::RebuildState() {
     if (node == index_.end() || !Hold(uid, node->second, h.a).ok()) {
       dropped.push_back(uid);
     } else {
-      held_[uid].generation = h.generation;
+      // What the pod was held with stays: when, and what preemption compares.
+      Held& again = held_[uid];
+      again.generation = h.generation;
+      again.priority = h.priority;
+      again.started = h.started;
     }
   }
   return dropped;

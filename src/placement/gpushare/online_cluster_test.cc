@@ -227,6 +227,19 @@ TEST(OnlineCluster, PreemptionVictimsFreeTheGpuTheShareNeeds) {
   // Nothing was released by asking.
   EXPECT_EQ(c.pods(), 5);
   EXPECT_EQ(c.used_milli(), 3300);
+  // A node change rebuilds the state (here a node that left the cluster); the pods keep their
+  // priorities and start times. They were reset before: b, at 0 again, became a victim of a
+  // pod of priority 50.
+  c.UpsertNode(H100("gone", 1));
+  ASSERT_EQ(c.RemoveNodesExcept({"n", "m", "cpu"}, c.generation()), std::vector<std::string>{});
+  EXPECT_EQ(c.PreemptionVictims(Whole(2), 50, {{"n", {}}}), Victims{});
+  EXPECT_EQ(c.PreemptionVictims(share500, 50, {{"m", {}}}), (Victims{{"m", {"y"}}}));
+  c.SetImportance("y", 0, t0);
+  c.UpsertNode(H100("m", 3));  // a GPU more: rebuilt again
+  EXPECT_EQ(c.PreemptionVictims(Whole(3), 50, {{"m", {}}}), (Victims{{"m", {"x", "y"}}}));
+  EXPECT_EQ(c.PreemptionVictims(share500, 50, {{"m", {}}}), Victims{});  // GPU 2 is free
+  c.UpsertNode(H100("m", 2));
+  EXPECT_EQ(c.PreemptionVictims(share500, 50, {{"m", {}}}), (Victims{{"m", {"x"}}}));
 }
 
 }  // namespace
