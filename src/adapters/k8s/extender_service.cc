@@ -333,16 +333,21 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync, absl::Du
 }
 
 void ExtenderService::LearnNodes(const ExtenderArgs& args) {
+  if (!args.nodes.has_value()) {
+    LearnNodeNames(args.names());
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  for (const OnlineNode& n : *args.nodes) {
+    cluster_.UpsertNode(n);
+  }
+}
+
+void ExtenderService::LearnNodeNames(const std::vector<std::string>& names) {
   std::vector<std::string> unknown;
   {
     absl::MutexLock lock(&mu_);
-    if (args.nodes.has_value()) {
-      for (const OnlineNode& n : *args.nodes) {
-        cluster_.UpsertNode(n);
-      }
-      return;
-    }
-    for (const std::string& name : args.names()) {
+    for (const std::string& name : names) {
       if (!cluster_.HasNode(name)) {
         unknown.push_back(name);
       }
@@ -479,11 +484,7 @@ HttpReply ExtenderService::Bind(const std::string& body) {
     req = pod->request;
     priority = pod->priority;
   }
-  if (req->num_gpu > 0) {
-    ExtenderArgs a;
-    a.node_names = std::vector<std::string>{b->node};
-    LearnNodes(a);
-  }
+  if (req->num_gpu > 0) LearnNodeNames({b->node});
   absl::StatusOr<Assignment> a;
   {
     absl::MutexLock lock(&mu_);
@@ -538,10 +539,9 @@ HttpReply ExtenderService::Preempt(const std::string& body) {
   std::map<std::string, std::vector<std::string>> chosen;
   for (const auto& [node, v] : args->victims) chosen[node] = v.uids;
   if (args->pod.request.num_gpu > 0) {
-    ExtenderArgs a;  // candidates the extender has not met yet are fetched, as for filter
-    a.node_names.emplace();
-    for (const auto& [node, v] : chosen) a.node_names->push_back(node);
-    LearnNodes(a);
+    std::vector<std::string> names;  // candidates not met yet are fetched, as for filter
+    for (const auto& [node, v] : chosen) names.push_back(node);
+    LearnNodeNames(names);
   }
   std::map<std::string, std::vector<std::string>> victims;
   {

@@ -93,6 +93,8 @@ class ExtenderService {
  private:
   // Upserts the nodes sent in args, or fetches unknown named nodes from the API.
   void LearnNodes(const ExtenderArgs& args);
+  // Fetches from the API the nodes of `names` the extender does not know yet.
+  void LearnNodeNames(const std::vector<std::string>& names);
   void Remember(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Count(const std::string& verb, int status) const;
   // Upserts the nodes and holds the pods' assignments (those made since `since` are kept);

@@ -487,10 +487,14 @@ json ArgsWithNodes(const json& pod, const std::vector<std::string>& node_files) 
           {"nodenames", nullptr}};
 }
 
+std::string SharePodUid(int i) {
+  return "00000000-0000-4000-8000-" + std::to_string(100000000000 + i);
+}
+
 json SharePod(int i, const std::string& memory, const std::string& compute) {
   json p = Fixture("pod-share.json");
   p["metadata"]["name"] = "chat-" + std::to_string(i);
-  p["metadata"]["uid"] = "00000000-0000-4000-8000-" + std::to_string(100000000000 + i);
+  p["metadata"]["uid"] = SharePodUid(i);
   p["metadata"]["annotations"]["tessera.io/gpu-memory"] = memory;
   p["metadata"]["annotations"]["tessera.io/gpu-compute"] = compute;
   return p;
@@ -948,7 +952,6 @@ TEST(Extender, PreemptAddsTheGpuHoldersTheShareNeeds) {
   absl::StatusOr<std::vector<std::string>> problems = ext.svc->Sync();
   ASSERT_TRUE(problems.ok()) << problems.status();
   ASSERT_EQ(ext.svc->held_pods(), 9);
-  auto uid = [](int i) { return "00000000-0000-4000-8000-" + std::to_string(100000000000 + i); };
 
   // nodeCacheCapable: true. The preemptor (priority 1000000) asks 40Gi, 503 milli of an H100;
   // kube-scheduler's own filters needed no victim on gpu-h100-1 (an empty list). Pod 4, the
@@ -959,8 +962,8 @@ TEST(Extender, PreemptAddsTheGpuHoldersTheShareNeeds) {
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body),
-            json::parse(R"({"NodeNameToMetaVictims": {"gpu-h100-1": {"Pods": [{"UID": ")" + uid(4) +
-                        R"("}], "NumPDBViolations": 0}}})"));
+            json::parse(R"({"NodeNameToMetaVictims": {"gpu-h100-1": {"Pods": [{"UID": ")" +
+                        SharePodUid(4) + R"("}], "NumPDBViolations": 0}}})"));
 
   // nodeCacheCapable: false: whole victim pods. kube-scheduler chose pod 5 (for its CPU, say)
   // and counted a PDB violation: GPU 5 is then free enough, nothing is added, the count stays.
@@ -973,7 +976,7 @@ TEST(Extender, PreemptAddsTheGpuHoldersTheShareNeeds) {
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["NodeNameToMetaVictims"],
-            json::parse(R"({"gpu-h100-1": {"Pods": [{"UID": ")" + uid(5) +
+            json::parse(R"({"gpu-h100-1": {"Pods": [{"UID": ")" + SharePodUid(5) +
                         R"("}], "NumPDBViolations": 1}})"));
 
   // A preemptor of priority 0 outranks none of the GPU holders: the node is left out (so are

@@ -54,11 +54,7 @@ bool ClusterState::Fits(int i, const PodSpec& pod) const {
   if (!ModelAllowed(n.model, pod.gpu_spec)) {
     return false;
   }
-  int room = 0;
-  for (int64_t g : n.gpu_free) {
-    room += g >= pod.gpu_milli ? 1 : 0;
-  }
-  return room >= pod.num_gpu;
+  return GpusHaveRoom(n.gpu_free, pod.gpu_milli, pod.num_gpu);
 }
 
 void ClusterState::Assign(int i, const PodSpec& pod, const std::vector<int>& gpus) {

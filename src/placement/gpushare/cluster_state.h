@@ -35,6 +35,16 @@ struct PodSpec {
   int64_t gpu_request() const { return num_gpu * gpu_milli; }
 };
 
+// Whether `count` of the GPUs have at least `milli` free each (one GPU with room for a sharing
+// pod; `count` fully free GPUs for whole-GPU pods). Inline: the filter's hot path.
+inline bool GpusHaveRoom(const std::vector<int64_t>& gpu_free, int64_t milli, int count) {
+  int room = 0;
+  for (int64_t g : gpu_free) {
+    room += g >= milli ? 1 : 0;
+  }
+  return room >= count;
+}
+
 struct NodeState {
   int64_t cpu_free = 0;
   int64_t memory_free = 0;

@@ -74,11 +74,7 @@ std::vector<std::string> OnlineCluster::RebuildState() {
     if (node == index_.end() || !Hold(uid, node->second, h.a).ok()) {
       dropped.push_back(uid);
     } else {
-      // What the pod was held with stays: when, and what preemption compares.
-      Held& again = held_[uid];
-      again.generation = h.generation;
-      again.priority = h.priority;
-      again.started = h.started;
+      held_[uid] = std::move(h);  // the same assignment: its generation and importance stay
     }
   }
   return dropped;
@@ -341,11 +337,7 @@ std::map<std::string, std::vector<std::string>> OnlineCluster::PreemptionVictims
     auto give_back = [&free](const Held& h, int sign) {
       for (int g : h.a.gpus) free[g] += sign * h.a.milli_per_gpu;
     };
-    auto fits = [&] {
-      int room = 0;
-      for (int64_t f : free) room += f >= *share ? 1 : 0;
-      return room >= req.num_gpu;
-    };
+    auto fits = [&] { return GpusHaveRoom(free, *share, req.num_gpu); };
     const absl::flat_hash_set<std::string> already(uids.begin(), uids.end());
     std::vector<std::pair<const Held*, const std::string*>> candidates;
     for (const auto* entry : on[node]) {
