@@ -77,6 +77,10 @@ std::vector<std::string> OnlineCluster::RebuildState() {
       held_[uid] = std::move(h);  // the same assignment: its generation and importance stay
     }
   }
+  ending_on_.clear();
+  for (const auto& [uid, h] : held_) {
+    if (h.ending) Index(ending_on_, h.a.node, uid, true);
+  }
   return dropped;
 }
 
@@ -129,24 +133,139 @@ PodSpec OnlineCluster::SpecOf(const Assignment& a) {
   return p;
 }
 
-std::string OnlineCluster::Unfit(const GpuRequest& req, int node, bool* unresolvable) const {
+std::string OnlineCluster::Unfit(const GpuRequest& req, int node, const std::string& uid,
+                                 int32_t priority, bool* unresolvable) const {
   absl::StatusOr<int64_t> share = ShareOn(req, nodes_[node]);
   if (!share.ok()) {
     *unresolvable = true;
     return std::string(share.status().message());
   }
   *unresolvable = false;
-  if (state_.Fits(node, SpecOn(req, *share))) {
+  if (!state_.Fits(node, SpecOn(req, *share))) {
+    if (req.whole() || req.num_gpu > 1) {
+      return absl::StrCat("fewer than ", req.num_gpu, " fully free GPUs");
+    }
+    return absl::StrCat("no GPU has ", *share, " milli-GPU free");
+  }
+  const std::vector<const Nominated*> ahead = Ahead(node, uid, priority);
+  if (ahead.empty()) {
     return "";
   }
-  if (req.whole() || req.num_gpu > 1) {
-    return absl::StrCat("fewer than ", req.num_gpu, " fully free GPUs");
+  std::string blocker;
+  std::vector<int64_t> room = Room(node, state_.node(node).gpu_free, Ending(node), ahead, &blocker);
+  if (!blocker.empty()) {
+    return absl::StrCat("pod ", blocker, " is nominated to this node and waits for GPU room here");
   }
-  return absl::StrCat("no GPU has ", *share, " milli-GPU free");
+  if (GpusHaveRoom(room, *share, req.num_gpu)) {
+    return "";
+  }
+  std::vector<std::string> names;
+  for (const Nominated* n : ahead) names.push_back(n->name);
+  return absl::StrCat("the GPU room left is kept for the pods nominated to this node (",
+                      absl::StrJoin(names, ", "), ")");
 }
 
-FilterOutcome OnlineCluster::Filter(const GpuRequest& req,
-                                    const std::vector<std::string>& names) const {
+std::vector<const OnlineCluster::Nominated*> OnlineCluster::Ahead(int node, const std::string& uid,
+                                                                  int32_t priority) const {
+  std::vector<const Nominated*> out;
+  if (nominated_.empty()) {
+    return out;
+  }
+  auto on = nominated_on_.find(nodes_[node].name);
+  if (on == nominated_on_.end()) {
+    return out;
+  }
+  for (const std::string& u : on->second) {
+    const Nominated& n = nominated_.at(u);
+    if (n.priority >= priority && u != uid) out.push_back(&n);
+  }
+  return out;
+}
+
+std::vector<int64_t> OnlineCluster::Room(int node, const std::vector<int64_t>& free,
+                                         const std::vector<int64_t>& ending,
+                                         const std::vector<const Nominated*>& ahead,
+                                         std::string* blocker) const {
+  struct Waiting {
+    int32_t priority;
+    PodSpec spec;
+    const std::string* name;
+  };
+  std::vector<Waiting> waiting;
+  for (const Nominated* n : ahead) {
+    absl::StatusOr<int64_t> share = ShareOn(n->req, nodes_[node]);
+    if (!share.ok()) continue;  // it can never run here; its next attempt nominates it elsewhere
+    waiting.push_back({n->priority, SpecOn(n->req, *share), &n->name});
+  }
+  std::sort(waiting.begin(), waiting.end(), [](const Waiting& x, const Waiting& y) {
+    if (x.priority != y.priority) return x.priority > y.priority;
+    if (x.spec.gpu_request() != y.spec.gpu_request()) {
+      return x.spec.gpu_request() > y.spec.gpu_request();
+    }
+    return *x.name < *y.name;
+  });
+  NodeState future;
+  future.gpu_free = free;
+  for (size_t g = 0; g < ending.size(); ++g) future.gpu_free[g] += ending[g];
+  for (const Waiting& w : waiting) {
+    std::vector<int> gpus = BestFitGpus(future, w.spec);
+    if (gpus.empty()) {
+      if (blocker->empty()) *blocker = *w.name;
+      continue;
+    }
+    for (int g : gpus) future.gpu_free[g] -= w.spec.gpu_milli;
+  }
+  std::vector<int64_t> room(free.size());
+  for (size_t g = 0; g < free.size(); ++g) room[g] = std::min(free[g], future.gpu_free[g]);
+  return room;
+}
+
+std::vector<int64_t> OnlineCluster::Ending(int node) const {
+  std::vector<int64_t> out(state_.node(node).gpu_free.size(), 0);
+  auto on = ending_on_.find(nodes_[node].name);
+  if (on == ending_on_.end()) {
+    return out;
+  }
+  for (const std::string& uid : on->second) {
+    const Assignment& a = held_.at(uid).a;
+    for (int g : a.gpus) out[g] += a.milli_per_gpu;
+  }
+  return out;
+}
+
+void OnlineCluster::Index(NodeIndex& index, const std::string& node, const std::string& uid,
+                          bool in) {
+  std::vector<std::string>& uids = index[node];
+  auto it = std::find(uids.begin(), uids.end(), uid);
+  if (in && it == uids.end()) uids.push_back(uid);
+  if (!in && it != uids.end()) uids.erase(it);
+  if (uids.empty()) index.erase(node);
+}
+
+void OnlineCluster::Nominate(const std::string& uid, const std::string& name, const GpuRequest& req,
+                             int32_t priority, const std::string& node) {
+  ClearNomination(uid);
+  if (req.num_gpu <= 0 || held_.contains(uid)) {
+    return;
+  }
+  nominated_[uid] = Nominated{.node = node, .name = name, .req = req, .priority = priority};
+  Index(nominated_on_, node, uid, true);
+}
+
+void OnlineCluster::ClearNomination(const std::string& uid) {
+  if (auto it = nominated_.find(uid); it != nominated_.end()) {
+    Index(nominated_on_, it->second.node, uid, false);
+    nominated_.erase(it);
+  }
+}
+
+void OnlineCluster::ClearNominations() {
+  nominated_.clear();
+  nominated_on_.clear();
+}
+
+FilterOutcome OnlineCluster::Filter(const GpuRequest& req, const std::vector<std::string>& names,
+                                    const std::string& uid, int32_t priority) const {
   FilterOutcome out;
   for (const std::string& name : names) {
     if (req.num_gpu <= 0) {
@@ -159,7 +278,7 @@ FilterOutcome OnlineCluster::Filter(const GpuRequest& req,
       continue;
     }
     bool unresolvable = false;
-    std::string why = Unfit(req, it->second, &unresolvable);
+    std::string why = Unfit(req, it->second, uid, priority, &unresolvable);
     if (why.empty()) {
       out.fit.push_back(name);
     } else if (unresolvable) {
@@ -243,11 +362,12 @@ absl::Status OnlineCluster::Hold(const std::string& uid, int node, const Assignm
   }
   state_.Assign(node, spec, a.gpus);
   held_[uid] = Held{a, spec, ++generation_};
+  ClearNomination(uid);  // bound: no longer waiting
   return absl::OkStatus();
 }
 
 absl::StatusOr<Assignment> OnlineCluster::Reserve(const std::string& uid, const GpuRequest& req,
-                                                  const std::string& node) {
+                                                  const std::string& node, int32_t priority) {
   auto it = index_.find(node);
   if (it == index_.end()) {
     return absl::NotFoundError(absl::StrCat("node ", node, " unknown to the Tessera extender"));
@@ -264,14 +384,32 @@ absl::StatusOr<Assignment> OnlineCluster::Reserve(const std::string& uid, const 
     return a;
   }
   bool unresolvable = false;
-  std::string why = Unfit(req, it->second, &unresolvable);
+  std::string why = Unfit(req, it->second, uid, priority, &unresolvable);
   if (!why.empty()) {
     return absl::ResourceExhaustedError(absl::StrCat("node ", node, ": ", why));
   }
   TESSERA_ASSIGN_OR_RETURN(int64_t share, ShareOn(req, nodes_[it->second]));
   PodSpec spec = SpecOn(req, share);
   policy_->Observe(spec);
+  // Where pods nominated to the node wait, the policy sees the node as they will leave it: the
+  // share they need is held for the moment of the choice (a sharing placeholder per GPU).
+  std::vector<std::pair<int, PodSpec>> kept;
+  if (const std::vector<const Nominated*> ahead = Ahead(it->second, uid, priority);
+      !ahead.empty()) {
+    const std::vector<int64_t> free = state_.node(it->second).gpu_free;
+    std::string blocker;  // none: Unfit found room
+    std::vector<int64_t> room = Room(it->second, free, Ending(it->second), ahead, &blocker);
+    for (size_t g = 0; g < free.size(); ++g) {
+      if (free[g] == room[g]) continue;
+      PodSpec placeholder;
+      placeholder.num_gpu = 1;
+      placeholder.gpu_milli = free[g] - room[g];
+      state_.Assign(it->second, placeholder, {static_cast<int>(g)});
+      kept.emplace_back(static_cast<int>(g), placeholder);
+    }
+  }
   a.gpus = policy_->Score(state_, it->second, spec).gpus;
+  for (const auto& [g, placeholder] : kept) state_.Release(it->second, placeholder, {g});
   a.milli_per_gpu = share;
   TESSERA_RETURN_IF_ERROR(Hold(uid, it->second, a));
   return a;
@@ -302,6 +440,7 @@ void OnlineCluster::Release(const std::string& uid) {
     return;
   }
   state_.Release(index_.at(it->second.a.node), it->second.spec, it->second.a.gpus);
+  if (it->second.ending) Index(ending_on_, it->second.a.node, uid, false);
   held_.erase(it);
 }
 
@@ -310,16 +449,19 @@ const Assignment* OnlineCluster::Find(const std::string& uid) const {
   return it == held_.end() ? nullptr : &it->second.a;
 }
 
-void OnlineCluster::SetImportance(const std::string& uid, int32_t priority, absl::Time started) {
+void OnlineCluster::SetImportance(const std::string& uid, int32_t priority, absl::Time started,
+                                  bool ending) {
   if (auto it = held_.find(uid); it != held_.end()) {
     it->second.priority = priority;
     it->second.started = started;
+    if (ending != it->second.ending) Index(ending_on_, it->second.a.node, uid, ending);
+    it->second.ending = ending;
   }
 }
 
 std::map<std::string, std::vector<std::string>> OnlineCluster::PreemptionVictims(
     const GpuRequest& req, int32_t priority,
-    const std::map<std::string, std::vector<std::string>>& chosen) const {
+    const std::map<std::string, std::vector<std::string>>& chosen, const std::string& uid) const {
   std::map<std::string, std::vector<std::string>> out;
   if (req.num_gpu <= 0) return chosen;
   // The pods holding GPUs on each candidate node, in one pass over the held pods.
@@ -334,10 +476,21 @@ std::map<std::string, std::vector<std::string>> OnlineCluster::PreemptionVictims
     absl::StatusOr<int64_t> share = ShareOn(req, nodes_[idx->second]);
     if (!share.ok()) continue;  // wrong model, too small: no eviction helps
     std::vector<int64_t> free = state_.node(idx->second).gpu_free;
-    auto give_back = [&free](const Held& h, int sign) {
-      for (int g : h.a.gpus) free[g] += sign * h.a.milli_per_gpu;
+    // Nominated pods ahead of this one keep the room they need on what the node will have.
+    const std::vector<const Nominated*> ahead = Ahead(idx->second, uid, priority);
+    std::vector<int64_t> ending = ahead.empty() ? std::vector<int64_t>() : Ending(idx->second);
+    auto give_back = [&free, &ending](const Held& h, int sign) {
+      for (int g : h.a.gpus) {
+        free[g] += sign * h.a.milli_per_gpu;
+        if (h.ending && !ending.empty()) ending[g] -= sign * h.a.milli_per_gpu;
+      }
     };
-    auto fits = [&] { return GpusHaveRoom(free, *share, req.num_gpu); };
+    auto fits = [&] {
+      if (ahead.empty()) return GpusHaveRoom(free, *share, req.num_gpu);
+      std::string blocker;
+      std::vector<int64_t> room = Room(idx->second, free, ending, ahead, &blocker);
+      return blocker.empty() && GpusHaveRoom(room, *share, req.num_gpu);
+    };
     const absl::flat_hash_set<std::string> already(uids.begin(), uids.end());
     std::vector<std::pair<const Held*, const std::string*>> candidates;
     for (const auto* entry : on[node]) {

@@ -85,7 +85,10 @@ class OnlineCluster {
   // memory over the node's GPU memory, rounded up; an error when it cannot run there at all.
   absl::StatusOr<int64_t> ShareOn(const GpuRequest& req, const OnlineNode& node) const;
 
-  FilterOutcome Filter(const GpuRequest& req, const std::vector<std::string>& names) const;
+  // The nodes of `names` where `req` fits: its share has room now, and leaves room for the pods
+  // nominated to the node (below) of at least `priority` other than `uid` (the pod asking).
+  FilterOutcome Filter(const GpuRequest& req, const std::vector<std::string>& names,
+                       const std::string& uid = "", int32_t priority = 0) const;
 
   // Scores 0..max_score for the nodes of `names` that fit (others are left out): the policy's
   // score, ties broken by best fit, scaled so the best node gets max_score and the worst 0
@@ -95,22 +98,39 @@ class OnlineCluster {
                                                           const std::vector<std::string>& names,
                                                           int64_t max_score = 10) const;
 
-  // Chooses the GPUs on `node` by the policy and holds them for pod `uid`. Reserving a pod
-  // that already holds GPUs on that node returns the held assignment; on another node, an error.
+  // Chooses the GPUs on `node` by the policy and holds them for pod `uid` (of `priority`), among
+  // those that leave room for the nominated pods Filter keeps it from. Reserving a pod that
+  // already holds GPUs on that node returns the held assignment; on another node, an error.
   absl::StatusOr<Assignment> Reserve(const std::string& uid, const GpuRequest& req,
-                                     const std::string& node);
+                                     const std::string& node, int32_t priority = 0);
   // Holds exactly `a` for `uid` (restoring a recorded assignment); an error if the node is
   // unknown or the GPUs lack room.
   absl::Status Restore(const std::string& uid, const Assignment& a);
   // Frees what `uid` holds (no-op if nothing).
   void Release(const std::string& uid);
   const Assignment* Find(const std::string& uid) const;
-  // Records what preemption compares of a held pod: its priority (spec.priority) and when it
-  // started (status.startTime; InfiniteFuture while it has not, as kube-scheduler counts a pod
-  // not started yet). No-op for a pod that holds nothing. Pods are held at priority 0, not
-  // started, until told.
+  // Records what preemption and nominations compare of a held pod: its priority (spec.priority),
+  // when it started (status.startTime; InfiniteFuture while it has not, as kube-scheduler counts
+  // a pod not started yet), and whether it is ending (metadata.deletionTimestamp set: its GPUs
+  // come free once its containers stop). No-op for a pod that holds nothing. Pods are held at
+  // priority 0, not started, not ending, until told.
   void SetImportance(const std::string& uid, int32_t priority,
-                     absl::Time started = absl::InfiniteFuture());
+                     absl::Time started = absl::InfiniteFuture(), bool ending = false);
+
+  // kube-scheduler's nominations (status.nominatedNodeName of a pending pod): a pod that preempted
+  // is nominated to the node whose pods it evicted, and waits there for them to end. kube-scheduler
+  // keeps the CPU and memory it needs there from pods of lower or equal priority, but cannot keep
+  // GPU share it does not see; Filter and Reserve do. On a node with nominated pods of at least a
+  // pod's priority, the pod fits where its share has room both now and on what the node will have
+  // once its ending pods are gone and the nominated pods placed (best fit, most important and
+  // then largest first). A nominated pod that would not fit even then keeps the node from every
+  // such pod, as kube-scheduler's own resource checks do once a nomination exceeds what is free.
+  // Nominating a pod again moves it; a pod that is held (bound) is no longer nominated.
+  void Nominate(const std::string& uid, const std::string& name, const GpuRequest& req,
+                int32_t priority, const std::string& node);
+  void ClearNomination(const std::string& uid);
+  void ClearNominations();
+  int nominated() const { return static_cast<int>(nominated_.size()); }
 
   // Preemption (kube-scheduler's preempt verb): for each candidate node of `chosen`, the pods
   // kube-scheduler would evict there for its own reasons (UIDs), returns the victims that let
@@ -120,9 +140,12 @@ class OnlineCluster {
   // is spared, the most important first). A node where even all of them would not
   // make room, or where `req` can never run, is left out, and so is one that would have no victim
   // (the pod fits there already). A pod that asks for no GPU keeps every node as chosen.
+  // Nominated pods of at least `priority` other than `uid` keep their room, as in Filter
+  // (kube-scheduler checks its own victims with the nominated pods added too).
   std::map<std::string, std::vector<std::string>> PreemptionVictims(
       const GpuRequest& req, int32_t priority,
-      const std::map<std::string, std::vector<std::string>>& chosen) const;
+      const std::map<std::string, std::vector<std::string>>& chosen,
+      const std::string& uid = "") const;
   // The nodes on which some pod holds GPUs.
   absl::flat_hash_set<std::string> HeldNodes() const;
 
@@ -149,13 +172,33 @@ class OnlineCluster {
     uint64_t generation = 0;
     int32_t priority = 0;
     absl::Time started = absl::InfiniteFuture();
+    bool ending = false;
+  };
+  struct Nominated {
+    std::string node;
+    std::string name;  // namespace/name, for messages
+    GpuRequest req;
+    int32_t priority = 0;
   };
   PodSpec SpecOn(const GpuRequest& req, int64_t share) const;
   static PodSpec SpecOf(const Assignment& a);
   absl::Status Hold(const std::string& uid, int node, const Assignment& a);
   // Rebuilds state_ from nodes_ and holds again every pod that still fits; returns the others.
   std::vector<std::string> RebuildState();
-  std::string Unfit(const GpuRequest& req, int node, bool* unresolvable) const;
+  // Why `req` (of pod `uid`, `priority`) does not fit `node`; "" when it does.
+  std::string Unfit(const GpuRequest& req, int node, const std::string& uid, int32_t priority,
+                    bool* unresolvable) const;
+  // The pods nominated to `node` that a pod of `priority` (`uid` itself excluded) leaves room
+  // for; empty for most nodes.
+  std::vector<const Nominated*> Ahead(int node, const std::string& uid, int32_t priority) const;
+  // Per GPU of `node`, the share a pod may take when `free` is free now and `ending` more will
+  // be once the ending pods are gone: the lesser of `free` and what the `ahead` pods leave of
+  // `free + ending`. Names in `*blocker` a nominated pod that would not fit even then.
+  std::vector<int64_t> Room(int node, const std::vector<int64_t>& free,
+                            const std::vector<int64_t>& ending,
+                            const std::vector<const Nominated*>& ahead, std::string* blocker) const;
+  // Per GPU of `node`, the share held by its ending pods.
+  std::vector<int64_t> Ending(int node) const;
 
   std::unique_ptr<Policy> policy_;
   ClusterState state_{{}};
@@ -163,6 +206,12 @@ class OnlineCluster {
   std::vector<uint64_t> added_;  // the generation at which each of nodes_ was added
   absl::flat_hash_map<std::string, int> index_;
   std::map<std::string, Held> held_;
+  // The few pods per node that are nominated to it or ending on it: node name -> UIDs.
+  using NodeIndex = absl::flat_hash_map<std::string, std::vector<std::string>>;
+  static void Index(NodeIndex& index, const std::string& node, const std::string& uid, bool in);
+  std::map<std::string, Nominated> nominated_;  // by UID
+  NodeIndex nominated_on_;
+  NodeIndex ending_on_;
   uint64_t generation_ = 0;
 };
 

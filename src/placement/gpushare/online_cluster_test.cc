@@ -242,5 +242,68 @@ TEST(OnlineCluster, PreemptionVictimsFreeTheGpuTheShareNeeds) {
   EXPECT_EQ(c.PreemptionVictims(share500, 50, {{"m", {}}}), (Victims{{"m", {"x"}}}));
 }
 
+// A pod nominated to a node after a preemption keeps the GPU room it waits for from pods of
+// lower or equal priority (Filter, Reserve, and other preemptions), and only that room.
+TEST(OnlineCluster, NominatedPodsKeepTheRoomTheyWaitFor) {
+  OnlineCluster c(MakeTesseraPolicy());
+  c.UpsertNode(H100("n", 2));
+  using Victims = std::map<std::string, std::vector<std::string>>;
+  const absl::Time t0 = absl::FromUnixSeconds(1764800000);
+  // GPU 0 held whole by `old`, GPU 1 by `young` (started later); both priority 0.
+  ASSERT_TRUE(c.Restore("old", {.node = "n", .gpus = {0}, .milli_per_gpu = 1000}).ok());
+  ASSERT_TRUE(c.Restore("young", {.node = "n", .gpus = {1}, .milli_per_gpu = 500}).ok());
+  c.SetImportance("old", 0, t0);
+  c.SetImportance("young", 0, t0 + absl::Minutes(1));
+  // `q` (priority 1000, a whole GPU) preempted `old`, which is ending, and waits on n.
+  c.SetImportance("old", 0, t0, /*ending=*/true);
+  c.Nominate("q", "ns/q", Whole(1), 1000, "n");
+  EXPECT_EQ(c.nominated(), 1);
+  // While `old` ends, GPU 1's free 500 is not what q waits for: usable at any priority.
+  EXPECT_EQ(c.Filter(Share(8, 400), {"n"}, "p", 0).fit, std::vector<std::string>{"n"});
+  c.Release("old");  // ended
+  // GPU 0 is free now, and kept for q from pods of priority <= 1000 other than q.
+  FilterOutcome f = c.Filter(Whole(1), {"n"}, "p", 0);
+  EXPECT_TRUE(f.fit.empty());
+  EXPECT_EQ(f.failed["n"], "the GPU room left is kept for the pods nominated to this node (ns/q)");
+  EXPECT_TRUE(c.Filter(Whole(1), {"n"}, "p", 1000).fit.empty());
+  EXPECT_EQ(c.Filter(Whole(1), {"n"}, "p", 1001).fit.size(), 1u);
+  EXPECT_EQ(c.Filter(Whole(1), {"n"}, "q", 1000).fit.size(), 1u);
+  EXPECT_EQ(c.Filter(Share(8, 500), {"n"}, "p", 0).fit.size(), 1u);  // GPU 1's half
+  EXPECT_FALSE(c.Reserve("p", Whole(1), "n", 0).ok());
+  // A share that would fit either GPU is placed where q's room is not (without the nomination
+  // the policy takes GPU 0, checked on a second cluster below).
+  absl::StatusOr<Assignment> a = c.Reserve("p", Share(8, 300), "n", 0);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->gpus, std::vector<int>{1});
+  {
+    OnlineCluster free(MakeTesseraPolicy());
+    free.UpsertNode(H100("n", 2));
+    ASSERT_TRUE(free.Restore("young", {.node = "n", .gpus = {1}, .milli_per_gpu = 500}).ok());
+    EXPECT_EQ(free.Reserve("p", Share(8, 300), "n", 0)->gpus, std::vector<int>{0});
+  }
+  c.Release("p");
+  // Another preemption, by r of priority 500 for a whole GPU: GPU 0 is q's, so r must evict
+  // `young`; r of priority 2000 outranks q and takes nothing (GPU 0 is free for it).
+  EXPECT_EQ(c.PreemptionVictims(Whole(1), 500, {{"n", {}}}, "r"), (Victims{{"n", {"young"}}}));
+  EXPECT_EQ(c.PreemptionVictims(Whole(1), 2000, {{"n", {}}}, "r"), Victims{});
+  // A nominated pod that has no room even once every ending pod is gone keeps the node from
+  // the pods it outranks, as kube-scheduler does for CPU and memory.
+  c.Nominate("q2", "ns/q2", Whole(2), 1000, "n");
+  f = c.Filter(Share(8, 100), {"n"}, "p", 0);
+  EXPECT_EQ(f.failed["n"], "pod ns/q2 is nominated to this node and waits for GPU room here");
+  c.ClearNomination("q2");
+  // Bound, q is nominated no more; a pod without GPUs, or nominated to no node, is not kept.
+  ASSERT_TRUE(c.Reserve("q", Whole(1), "n", 1000).ok());
+  EXPECT_EQ(c.nominated(), 0);
+  c.Nominate("cpu-only", "ns/cpu-only", GpuRequest{}, 1000, "n");
+  c.Nominate("q", "ns/q", Whole(1), 1000, "n");  // held already
+  EXPECT_EQ(c.nominated(), 0);
+  c.Nominate("s", "ns/s", Share(8, 200), 1000, "n");
+  c.Nominate("s", "ns/s", Share(8, 200), 1000, "elsewhere");  // moved
+  EXPECT_EQ(c.Filter(Share(8, 500), {"n"}, "p", 0).fit.size(), 1u);
+  c.ClearNominations();
+  EXPECT_EQ(c.nominated(), 0);
+}
+
 }  // namespace
 }  // namespace tessera::placement::gpushare
