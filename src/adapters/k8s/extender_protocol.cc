@@ -268,6 +268,9 @@ absl::StatusOr<PodInfo> DecodePod(const json& pod, const std::string& path) {
     p.ns = "default";
   }
   TESSERA_ASSIGN_OR_RETURN(p.uid, StringAt(*meta, "uid", path + ".metadata", false));
+  TESSERA_ASSIGN_OR_RETURN(std::string deleted,
+                           StringAt(*meta, "deletionTimestamp", path + ".metadata", false));
+  p.ending = !deleted.empty();
   if (p.uid.empty()) {
     p.uid = absl::StrCat(p.ns, "/", p.name);  // objects not yet stored have no UID
   }
@@ -285,6 +288,8 @@ absl::StatusOr<PodInfo> DecodePod(const json& pod, const std::string& path) {
   if (const json* status = Member(pod, "status"); status != nullptr) {
     TESSERA_RETURN_IF_ERROR(RequireObject(*status, path + ".status"));
     TESSERA_ASSIGN_OR_RETURN(p.phase, StringAt(*status, "phase", path + ".status", false));
+    TESSERA_ASSIGN_OR_RETURN(p.nominated_node,
+                             StringAt(*status, "nominatedNodeName", path + ".status", false));
     TESSERA_ASSIGN_OR_RETURN(std::string started,
                              StringAt(*status, "startTime", path + ".status", false));
     std::string error;

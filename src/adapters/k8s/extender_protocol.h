@@ -40,6 +40,9 @@ struct PodInfo {
   std::string phase;      // status.phase
   int32_t priority = 0;   // spec.priority (set from the PriorityClass at admission); 0 if unset
   absl::Time started = absl::InfiniteFuture();  // status.startTime; InfiniteFuture if not yet
+  // status.nominatedNodeName: where kube-scheduler's preemption made room for this pending pod.
+  std::string nominated_node;
+  bool ending = false;  // metadata.deletionTimestamp set: deleted, its containers stopping
   placement::gpushare::GpuRequest request;
   // Set when the pod's GPU annotations or resources are wrong (request is then empty): the
   // object is well-formed, the pod's spec is not, and kube-scheduler should say so on the pod.

@@ -27,8 +27,17 @@ constexpr size_t kRememberedRequests = 4096;
 // not one response of hundreds of megabytes.
 constexpr int kListPage = 500;
 
-// Only pods on a node hold GPUs; the field selector keeps the list and the watch small.
-constexpr char kBoundPods[] = "/api/v1/pods?fieldSelector=spec.nodeName%21%3D";  // != escaped
+// Every pod: those on a node hold GPUs, and pending ones may be nominated to a node after a
+// preemption (status.nominatedNodeName), waiting for the room it made. One list and one watch
+// see both, in the API server's order (a nomination ends in the same stream as the bind that
+// ends it); kube-scheduler itself watches all pods.
+constexpr char kPods[] = "/api/v1/pods";
+
+// A pending pod kube-scheduler nominated to a node after a preemption, waiting there for GPUs.
+bool Waiting(const PodInfo& p) {
+  return p.node_name.empty() && !p.nominated_node.empty() && !p.ending && p.phase != "Succeeded" &&
+         p.phase != "Failed" && p.request_error.empty() && p.request.num_gpu > 0;
+}
 
 // Every object of a collection, page by page. A continue token that expired between pages (410
 // Gone: the snapshot was compacted) restarts the list, twice at most. `resource_version`
@@ -109,7 +118,11 @@ std::vector<std::string> ExtenderService::Apply(const std::vector<OnlineNode>& n
   for (std::string& c : r.conflicts) {
     problems.push_back(std::move(c));
   }
-  for (const PodInfo& p : pods) cluster_.SetImportance(p.uid, p.priority, p.started);
+  cluster_.ClearNominations();
+  for (const PodInfo& p : pods) {
+    cluster_.SetImportance(p.uid, p.priority, p.started, p.ending);
+    Nominate(p);
+  }
   restore_problems_.store(static_cast<int64_t>(problems.size()));
   return problems;
 }
@@ -174,9 +187,8 @@ absl::StatusOr<std::vector<std::string>> ExtenderService::Sync() {
   TESSERA_ASSIGN_OR_RETURN(uint64_t since, BeforeList());
   TESSERA_ASSIGN_OR_RETURN(std::vector<OnlineNode> nodes, ListNodes());
   std::string version;
-  TESSERA_ASSIGN_OR_RETURN(
-      std::vector<PodInfo> pods,
-      ListAll<PodInfo>(*kube_, kBoundPods, "list pods", DecodePodList, &version));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<PodInfo> pods,
+                           ListAll<PodInfo>(*kube_, kPods, "list pods", DecodePodList, &version));
   absl::MutexLock lock(&mu_);
   pods_version_ = version;
   return Apply(nodes, pods, since);
@@ -186,10 +198,24 @@ void ExtenderService::ApplyPodEvent(const PodEvent& e, std::vector<std::string>*
   ++pod_events_;
   if (!e.resource_version.empty()) pods_version_ = e.resource_version;
   if (e.type == "BOOKMARK") return;
-  if (e.type == "DELETED" || !e.pod.active()) {
+  if (e.type == "DELETED") {
     cluster_.Release(e.pod.uid);
+    cluster_.ClearNomination(e.pod.uid);
     return;
   }
+  if (e.pod.node_name.empty()) {
+    // Pending (perhaps nominated): it holds nothing in the API. A reservation of this extender's
+    // own for it is a bind in flight (the pod is annotated before it is bound) and stays; a bind
+    // that fails releases it.
+    Nominate(e.pod);
+    return;
+  }
+  if (!e.pod.active()) {  // ended
+    cluster_.Release(e.pod.uid);
+    cluster_.ClearNomination(e.pod.uid);
+    return;
+  }
+  cluster_.ClearNomination(e.pod.uid);
   // The rules of a list: an assignment that cannot be read or names another node is reported and
   // not held; a bound pod without one holds nothing (the extender annotates before it binds).
   std::map<std::string, Assignment> live = LiveAssignments({e.pod}, problems);
@@ -201,7 +227,16 @@ void ExtenderService::ApplyPodEvent(const PodEvent& e, std::vector<std::string>*
   if (absl::Status s = cluster_.Restore(e.pod.uid, it->second); !s.ok()) {
     problems->push_back(absl::StrCat(e.pod.uid, ": ", s.message()));
   }
-  cluster_.SetImportance(e.pod.uid, e.pod.priority, e.pod.started);
+  cluster_.SetImportance(e.pod.uid, e.pod.priority, e.pod.started, e.pod.ending);
+}
+
+void ExtenderService::Nominate(const PodInfo& pod) {
+  if (Waiting(pod)) {
+    cluster_.Nominate(pod.uid, absl::StrCat(pod.ns, "/", pod.name), pod.request, pod.priority,
+                      pod.nominated_node);
+  } else {
+    cluster_.ClearNomination(pod.uid);
+  }
 }
 
 absl::Status ExtenderService::WatchPods(int timeout_s, const std::atomic<bool>* stop,
@@ -217,9 +252,9 @@ absl::Status ExtenderService::WatchPods(int timeout_s, const std::atomic<bool>* 
   if (version.empty()) {
     return absl::FailedPreconditionError("no pod list to watch from (list first)");
   }
-  const std::string path = absl::StrCat(
-      kBoundPods, "&watch=1&allowWatchBookmarks=true&resourceVersion=", UrlEscape(version),
-      "&timeoutSeconds=", timeout_s);
+  const std::string path =
+      absl::StrCat(kPods, "?watch=1&allowWatchBookmarks=true&resourceVersion=", UrlEscape(version),
+                   "&timeoutSeconds=", timeout_s);
   absl::Status failure;
   absl::StatusOr<KubeResponse> r = kube_->Watch(
       path, timeout_s,
@@ -408,7 +443,7 @@ HttpReply ExtenderService::Filter(const std::string& body) {
   {
     absl::MutexLock lock(&mu_);
     Remember(args->pod);
-    outcome = cluster_.Filter(args->pod.request, args->names());
+    outcome = cluster_.Filter(args->pod.request, args->names(), args->pod.uid, args->pod.priority);
   }
   Count("filter", 200);
   return Json(200, EncodeFilterResult(*args, outcome));
@@ -488,7 +523,7 @@ HttpReply ExtenderService::Bind(const std::string& body) {
   absl::StatusOr<Assignment> a;
   {
     absl::MutexLock lock(&mu_);
-    a = cluster_.Reserve(b->pod_uid, *req, b->node);
+    a = cluster_.Reserve(b->pod_uid, *req, b->node, priority);
     cluster_.SetImportance(b->pod_uid, priority);  // not started yet
   }
   if (!a.ok()) {
@@ -546,7 +581,8 @@ HttpReply ExtenderService::Preempt(const std::string& body) {
   std::map<std::string, std::vector<std::string>> victims;
   {
     absl::MutexLock lock(&mu_);
-    victims = cluster_.PreemptionVictims(args->pod.request, args->pod.priority, chosen);
+    victims =
+        cluster_.PreemptionVictims(args->pod.request, args->pod.priority, chosen, args->pod.uid);
   }
   std::map<std::string, NodeVictims> result;
   for (auto& [node, uids] : victims) {
@@ -606,6 +642,10 @@ HttpReply ExtenderService::Metrics() const {
                   "\n# HELP tessera_extender_pods Pods holding GPUs.\n"
                   "# TYPE tessera_extender_pods gauge\ntessera_extender_pods ",
                   cluster_.pods(),
+                  "\n# HELP tessera_extender_nominated_pods Pending pods nominated to a node "
+                  "after a preemption whose GPU room is kept for them.\n"
+                  "# TYPE tessera_extender_nominated_pods gauge\ntessera_extender_nominated_pods ",
+                  cluster_.nominated(),
                   "\n# HELP tessera_extender_nodes Nodes known.\n"
                   "# TYPE tessera_extender_nodes gauge\ntessera_extender_nodes ",
                   cluster_.num_nodes(),

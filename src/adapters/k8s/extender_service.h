@@ -11,7 +11,9 @@
 // tessera.io/gpu-assignment annotation, then POST the pods/binding subresource; any failure
 // releases the reservation and is returned in ExtenderBindingResult.error. Restart: Sync()
 // lists nodes and pods and holds every active pod's recorded assignment again; between lists,
-// WatchPods (Follow, for --resync) follows the pods as they are bound elsewhere or end.
+// WatchPods (Follow, for --resync) follows the pods as they are bound elsewhere or end. Both
+// read every pod: pending pods nominated to a node after a preemption get the GPU room they wait
+// for kept (OnlineCluster::Nominate).
 //
 // Example:
 //   ExtenderService svc(MakeTesseraPolicy(), std::make_unique<KubeClient>(cfg));
@@ -114,6 +116,9 @@ class ExtenderService {
   // One watch event: holds, moves or releases the pod's GPUs; problems as LiveAssignments'.
   void ApplyPodEvent(const PodEvent& e, std::vector<std::string>* problems)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records `pod`'s nomination if it is a pending GPU pod nominated to a node after a preemption
+  // (its GPU room is then kept from pods of lower or equal priority); clears it otherwise.
+  void Nominate(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The assignments of the active pods that can be held, and a line for each that cannot.
   static std::map<std::string, placement::gpushare::Assignment> LiveAssignments(
       const std::vector<PodInfo>& pods, std::vector<std::string>* problems);

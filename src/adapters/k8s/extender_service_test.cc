@@ -78,8 +78,8 @@ class FakeApi {
             });
       s.Get("/api/v1/pods", [this](const httplib::Request& req, httplib::Response& res) {
         if (!Authorized(req, res)) return;
-        if (req.get_param_value("fieldSelector") != "spec.nodeName!=") {
-          Reject(res, "expected fieldSelector=spec.nodeName!=");
+        if (req.has_param("fieldSelector")) {  // pending pods are wanted too (nominations)
+          Reject(res, "expected every pod, no fieldSelector");
           return;
         }
         if (req.get_param_value("watch") == "1") return ServeWatch(req, res);
@@ -181,6 +181,8 @@ class FakeApi {
     std::lock_guard<std::mutex> l(mu_);
     return problems_;
   }
+  // Called as each binding arrives, before it is applied (set before the extender binds).
+  void BeforeBinding(std::function<void()> f) { before_binding_ = std::move(f); }
   void FailBindingOf(const std::string& name) {
     std::lock_guard<std::mutex> l(mu_);
     fail_binding_.insert(name);
@@ -283,16 +285,11 @@ class FakeApi {
         "application/json");
   }
   // A pod changes (mu_ held; `after` null: deleted): a new resourceVersion, and the event a
-  // watch of bound pods (spec.nodeName!=) sees, as the API server derives it for a field
-  // selector: ADDED when the pod starts to match, DELETED when it stops, MODIFIED while it does.
+  // watch of every pod sees: ADDED for a new pod, DELETED for one removed, MODIFIED otherwise.
   void Changed(const std::string& key, json* after) {
-    auto bound = [](const json* p) {
-      return p != nullptr && p->contains("spec") && (*p)["spec"].contains("nodeName") &&
-             (*p)["spec"]["nodeName"].is_string() && !(*p)["spec"]["nodeName"].empty();
-    };
     auto it = pods_.find(key);
     json before = it == pods_.end() ? json() : it->second;
-    const bool was = it != pods_.end() && bound(&before), is = bound(after);
+    const bool was = it != pods_.end(), is = after != nullptr;
     std::string rv = std::to_string(++version_);
     if (after != nullptr) {
       (*after)["metadata"]["resourceVersion"] = rv;
@@ -410,6 +407,7 @@ class FakeApi {
         req.get_header_value("Content-Type") != "application/json") {
       return Reject(res, "unexpected binding " + req.body);
     }
+    if (before_binding_) before_binding_();
     std::lock_guard<std::mutex> l(mu_);
     if (fail_binding_.contains(name)) {
       res.status = 409;
@@ -432,6 +430,7 @@ class FakeApi {
   std::map<std::string, json> pods_;
   std::vector<std::string> problems_;
   std::set<std::string> fail_binding_;
+  std::function<void()> before_binding_;
   int patches_ = 0;
   size_t page_cap_ = 1000;
   bool expire_next_continue_ = false;
@@ -443,7 +442,7 @@ class FakeApi {
   std::unique_ptr<testing::LocalHttpServer> server_;  // last: started once the state is in place
   std::atomic<bool> unavailable_{false};
   std::atomic<bool> end_watches_{false};
-  std::vector<std::tuple<int64_t, std::string, json>> events_;  // of bound pods, in order
+  std::vector<std::tuple<int64_t, std::string, json>> events_;  // of every pod, in order
   std::condition_variable changed_;
   bool stopping_ = false;
   int watches_ = 0;
@@ -578,6 +577,25 @@ TEST(ExtenderProtocol, DecodesPodWatchEvents) {
   EXPECT_EQ(added->type, "ADDED");
   EXPECT_EQ(added->resource_version, "8812");
   EXPECT_EQ(added->pod.uid, pod["metadata"]["uid"]);
+  EXPECT_EQ(added->pod.nominated_node, "");
+  EXPECT_FALSE(added->pod.ending);
+  // A preemptor waiting on the node it was nominated to; a victim being deleted.
+  absl::StatusOr<PodEvent> waiting =
+      DecodePodEvent(json{{"type", "MODIFIED"}, {"object", Fixture("pod-nominated.json")}}.dump());
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(waiting->pod.nominated_node, "gpu-h100-1");
+  EXPECT_EQ(waiting->pod.priority, 1000);
+  EXPECT_EQ(waiting->pod.request.compute_milli, 200);
+  pod["metadata"]["deletionTimestamp"] = "2026-12-01T10:41:09Z";
+  absl::StatusOr<PodEvent> ending =
+      DecodePodEvent(json{{"type", "MODIFIED"}, {"object", pod}}.dump());
+  ASSERT_TRUE(ending.ok()) << ending.status();
+  EXPECT_TRUE(ending->pod.ending);
+  pod["status"]["nominatedNodeName"] = 3;
+  absl::StatusOr<PodEvent> bad = DecodePodEvent(json{{"type", "MODIFIED"}, {"object", pod}}.dump());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("event.object.status.nominatedNodeName: expected a string"));
   absl::StatusOr<PodEvent> mark = DecodePodEvent(
       R"({"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"9000","annotations":{"k8s.io/initial-events-end":"true"}}}})");
   ASSERT_TRUE(mark.ok()) << mark.status();
@@ -1041,6 +1059,124 @@ TEST(Extender, PreemptKnowsThePriorityOfPodsItBound) {
     EXPECT_EQ(json::parse(r->body)["NodeNameToMetaVictims"].contains("gpu-h100-1"), priority > 2000)
         << priority << ": " << r->body;
   }
+}
+
+// A pod being deleted, as the API server shows it once kube-scheduler's preemption evicted it:
+// deletionTimestamp and its grace period set, the DisruptionTarget condition added.
+json Evicted(json pod) {
+  pod["metadata"]["deletionTimestamp"] = "2026-12-01T10:41:09Z";
+  pod["metadata"]["deletionGracePeriodSeconds"] = 30;
+  pod["status"]["conditions"] = {{{"type", "DisruptionTarget"},
+                                  {"status", "True"},
+                                  {"reason", "PreemptionByScheduler"},
+                                  {"message",
+                                   "default-scheduler: preempting to accommodate a "
+                                   "higher priority pod"},
+                                  {"lastTransitionTime", "2026-12-01T10:41:09Z"}}};
+  return pod;
+}
+
+// After a preemption, kube-scheduler nominates the preemptor to the node (status.
+// nominatedNodeName) and it waits there for its victims to end. The GPU room they free is kept
+// for it, from the list and from the watch: a pod of lower or equal priority is refused the
+// share the preemptor needs, one of higher priority is not, nor is the preemptor itself; room it
+// does not need stays usable, and binding the preemptor ends the nomination. Before, the
+// extender watched bound pods only and any pod filtered first took the freed GPU; the
+// preemptor then preempted again.
+TEST(Extender, NominatedPodKeepsTheGpuRoomItPreemptedFor) {
+  FakeApi api;
+  // gpu-h100-1's 8 GPUs each hold 900 milli of priority-0 pods.
+  for (int i = 0; i < 8; ++i) api.AddPod(RunningSharePod(i, "gpu-h100-1", i, 900, 0));
+  std::string kubeconfig = api.WriteKubeconfig(TempDir());
+  Served watching(kubeconfig);
+  ASSERT_TRUE(watching.svc->Sync().ok());
+  std::atomic<bool> stop{false};
+  std::thread follow([&] {
+    RealClock clock;
+    watching.svc->Follow(clock, absl::Seconds(30), absl::ZeroDuration(), stop,
+                         [](const std::string& line) { ADD_FAILURE() << line; });
+  });
+  auto eventually = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 500 && !done(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return done();
+  };
+  auto metric = [](Served& s, const std::string& name) {
+    std::string m = s.svc->Metrics().body;
+    size_t at = m.find("\n" + name + " ");
+    return at == std::string::npos ? -1 : std::atoll(m.c_str() + at + name.size() + 2);
+  };
+  auto nominated = [&](Served& s) { return metric(s, "tessera_extender_nominated_pods"); };
+
+  // The preemptor (priority 1000, 225 milli of an H100) evicted pod 3; pod 3 is ending.
+  const json preemptor = Fixture("pod-nominated.json");
+  api.AddPod(Evicted(RunningSharePod(3, "gpu-h100-1", 3, 900, 0)));
+  api.AddPod(preemptor);
+  ASSERT_TRUE(eventually([&] { return nominated(watching) == 1; }));
+  Served listing(kubeconfig);
+  ASSERT_TRUE(listing.svc->Sync().ok());
+  EXPECT_EQ(nominated(listing), 1);
+
+  // Asks `milli` of one H100 GPU at `priority` (`uid` the preemptor's, or another's); "" when
+  // gpu-h100-1 fits, else why not.
+  auto filter = [](Served& s, int64_t milli, int priority, bool as_preemptor) {
+    json pod = as_preemptor ? Fixture("pod-nominated.json") : SharePod(20, "4Gi", "0.1");
+    pod["metadata"]["annotations"]["tessera.io/gpu-compute"] = absl::StrCat(milli / 1000.0);
+    pod["spec"]["priority"] = priority;
+    httplib::Result r = s.Post("filter", ArgsWithNodes(pod, {"node-h100.json"}).dump());
+    EXPECT_TRUE(r);
+    if (!r) return std::string("no answer");
+    json f = json::parse(r->body);
+    if (f["nodes"]["items"].size() == 1) return std::string();
+    return f["failedNodes"].value("gpu-h100-1", "not fitting, not failed: " + r->body);
+  };
+  for (Served* s : {&watching, &listing}) {
+    // While pod 3 ends, 100 milli is free on every GPU; the preemptor will take GPU 3 once it
+    // has: the 100 milli elsewhere stays usable at any priority.
+    EXPECT_EQ(filter(*s, 100, 0, false), "");
+    EXPECT_NE(filter(*s, 200, 0, false), "");  // no room now, nominations or not
+  }
+
+  // Pod 3 ends: GPU 3 is free, 775 milli of it beyond the preemptor's 225.
+  api.DeletePod("inference/chat-3");
+  ASSERT_TRUE(listing.svc->Sync().ok());
+  ASSERT_TRUE(eventually([&] { return filter(watching, 900, 2000, false).empty(); }));
+  for (Served* s : {&watching, &listing}) {
+    EXPECT_THAT(filter(*s, 900, 0, false),
+                HasSubstr("kept for the pods nominated to this node (inference/chat-small-"));
+    EXPECT_NE(filter(*s, 900, 1000, false), "");  // equal priority: kept too
+    EXPECT_EQ(filter(*s, 700, 0, false), "");     // fits beside it
+    EXPECT_EQ(filter(*s, 900, 2000, false), "");  // higher priority: not kept from it
+    EXPECT_EQ(filter(*s, 225, 1000, true), "");   // the preemptor itself
+  }
+
+  // The preemptor is bound (here by the watching replica): nominated no longer, on either. The
+  // watch now sees pending pods, the one being bound among them: the event of its annotation,
+  // before the binding, must not release what the bind reserved.
+  ASSERT_EQ(filter(watching, 225, 1000, true), "");
+  const std::string uid = preemptor["metadata"]["uid"];
+  const int64_t events = metric(watching, "tessera_extender_pod_events_total");
+  std::optional<Assignment> held_while_binding;
+  api.BeforeBinding([&] {
+    EXPECT_TRUE(
+        eventually([&] { return metric(watching, "tessera_extender_pod_events_total") > events; }));
+    held_while_binding = watching.svc->Held(uid);
+  });
+  httplib::Result r = watching.Post("bind", Fixture("binding-args.json").dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(json::parse(r->body), json({{"error", ""}}));
+  EXPECT_EQ(nominated(watching), 0);
+  ASSERT_TRUE(listing.svc->Sync().ok());
+  EXPECT_EQ(nominated(listing), 0);
+  const std::optional<Assignment> held = watching.svc->Held(uid);
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(held->gpus, std::vector<int>{3});
+  EXPECT_EQ(held_while_binding, held);
+  EXPECT_EQ(listing.svc->Held(uid), held);
+  stop = true;
+  follow.join();
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 
 // A standby extender follows the leader's binds and the pods that end through its pod watch,
