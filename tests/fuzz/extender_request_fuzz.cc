@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "adapters/k8s/extender_protocol.h"
 #include "adapters/k8s/kube_client.h"
 #include "placement/gpushare/online_cluster.h"
@@ -31,13 +32,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (args->nodes.has_value()) {
       for (const auto& n : *args->nodes) c.UpsertNode(n);
     }
-    (void)adapters::EncodeFilterResult(*args, c.Filter(args->pod.request, args->names()));
-    (void)c.Prioritize(args->pod.request, args->names());
-    for (const std::string& n : args->names()) (void)c.Reserve(args->pod.uid, args->pod.request, n);
-    if (args->pod.assignment.has_value()) (void)c.Restore("x", *args->pod.assignment);
+    // A pod of the same request nominated where this one says it is, kept from it.
+    const adapters::PodInfo& pod = args->pod;
+    c.Nominate("n", "ns/n", pod.request, pod.priority, pod.nominated_node);
+    (void)adapters::EncodeFilterResult(*args,
+                                       c.Filter(pod.request, args->names(), pod.uid, pod.priority));
+    (void)c.Prioritize(pod.request, args->names());
+    for (const std::string& n : args->names()) (void)c.Reserve(pod.uid, pod.request, n, 0);
+    if (pod.assignment.has_value() && c.Restore("x", *pod.assignment).ok()) {
+      c.SetImportance("x", pod.priority, pod.started, pod.ending);
+      (void)c.Filter(pod.request, args->names(), "y", pod.priority);
+      c.Release("x");
+    }
   }
   // kube-scheduler's preempt verb: its victims, decided on a cluster holding the preemptor's own
-  // recorded assignment (when it has one) at priority 0.
+  // recorded assignment (when it has one) at priority 0, ending if the preemptor is, with a pod
+  // of its request nominated where it says.
   absl::StatusOr<adapters::PreemptionArgs> preempt = adapters::DecodePreemptionArgs(text);
   if (preempt.ok()) {
     placement::gpushare::OnlineCluster c(placement::gpushare::MakeTesseraPolicy());
@@ -47,10 +57,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           {.name = node, .gpus = 8, .model = "H100-80GB", .gpu_memory_bytes = int64_t{80} << 30});
       chosen[node] = v.uids;
     }
-    if (preempt->pod.assignment.has_value()) (void)c.Restore("x", *preempt->pod.assignment);
+    const adapters::PodInfo& pod = preempt->pod;
+    if (pod.assignment.has_value()) (void)c.Restore("x", *pod.assignment);
+    c.SetImportance("x", 0, absl::InfiniteFuture(), pod.ending);
+    c.Nominate("n", "ns/n", pod.request, pod.priority, pod.nominated_node);
     std::map<std::string, adapters::NodeVictims> result;
-    for (auto& [node, uids] :
-         c.PreemptionVictims(preempt->pod.request, preempt->pod.priority, chosen)) {
+    for (auto& [node, uids] : c.PreemptionVictims(pod.request, pod.priority, chosen, "p")) {
       result[node].uids = std::move(uids);
     }
     (void)adapters::EncodePreemptionResult(result);
