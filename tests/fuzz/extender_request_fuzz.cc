@@ -1,7 +1,8 @@
 // libFuzzer target: the scheduler extender's decoders of untrusted HTTP bodies (ExtenderArgs,
 // ExtenderBindingArgs, ExtenderPreemptionArgs, the gpu-assignment annotation, the API server's pod
-// and node lists and pod watch events, the kubeconfig it is given) and the cluster decisions on
-// what they decode must return a value or a Status for any input, never crash, hang or leak.
+// and node lists, PodDisruptionBudget lists and pod watch events, the kubeconfig it is given) and
+// the cluster decisions on what they decode must return a value or a Status for any input, never
+// crash, hang or leak.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -25,6 +26,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)adapters::DecodePodList(text, &next, &version);
   (void)adapters::DecodePodEvent(text);
   (void)adapters::DecodeNodeListJson(text, &next);
+  if (auto budgets = adapters::DecodeDisruptionBudgetList(text, &next); budgets.ok()) {
+    for (const auto& b : *budgets) (void)b.Covers(b.ns, "p", b.selector.match_labels);
+  }
   (void)adapters::DecodeKubeconfig("kubeconfig", text);
   absl::StatusOr<adapters::ExtenderArgs> args = adapters::DecodeExtenderArgs(text);
   if (args.ok()) {
@@ -62,7 +66,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     c.SetImportance("x", 0, absl::InfiniteFuture(), pod.ending);
     c.Nominate("n", "ns/n", pod.request, pod.priority, pod.nominated_node);
     std::map<std::string, adapters::NodeVictims> result;
-    for (auto& [node, uids] : c.PreemptionVictims(pod.request, pod.priority, chosen, "p")) {
+    // Every pod under one budget that allows no disruption but a pod with the preemptor's labels.
+    placement::gpushare::DisruptionBudgets budgets;
+    budgets.allowed = {static_cast<int32_t>(pod.labels.size())};
+    budgets.of = [](const std::string&) { return std::vector<int>{0}; };
+    std::map<std::string, int64_t> violations;
+    for (auto& [node, uids] :
+         c.PreemptionVictims(pod.request, pod.priority, chosen, "p", &budgets, &violations)) {
       result[node].uids = std::move(uids);
     }
     (void)adapters::EncodePreemptionResult(result);

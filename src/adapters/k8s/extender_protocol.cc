@@ -96,6 +96,21 @@ absl::StatusOr<std::string> MetaString(const json& obj, absl::string_view map,
   return it->get<std::string>();
 }
 
+// An object of strings (labels, matchLabels).
+absl::StatusOr<std::map<std::string, std::string>> StringMap(const json& j,
+                                                             const std::string& path) {
+  TESSERA_RETURN_IF_ERROR(RequireObject(j, path));
+  std::map<std::string, std::string> out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it->is_string()) {
+      return Bad(absl::StrCat(path, "[\"", it.key(), "\"]"),
+                 absl::StrCat("expected a string, found ", TypeName(*it)));
+    }
+    out[it.key()] = it->get<std::string>();
+  }
+  return out;
+}
+
 // One container's resources.limits (else requests) of `resource`, a whole count; 0 when absent.
 absl::StatusOr<int64_t> OneContainerResource(const json& container, absl::string_view resource,
                                              const std::string& cpath) {
@@ -271,6 +286,9 @@ absl::StatusOr<PodInfo> DecodePod(const json& pod, const std::string& path) {
   TESSERA_ASSIGN_OR_RETURN(std::string deleted,
                            StringAt(*meta, "deletionTimestamp", path + ".metadata", false));
   p.ending = !deleted.empty();
+  if (const json* labels = Member(*meta, "labels"); labels != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(p.labels, StringMap(*labels, path + ".metadata.labels"));
+  }
   if (p.uid.empty()) {
     p.uid = absl::StrCat(p.ns, "/", p.name);  // objects not yet stored have no UID
   }
@@ -314,6 +332,98 @@ absl::StatusOr<PodInfo> DecodePod(const json& pod, const std::string& path) {
     }
   }
   return p;
+}
+
+bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) const {
+  for (const auto& [k, v] : match_labels) {
+    auto it = labels.find(k);
+    if (it == labels.end() || it->second != v) return false;
+  }
+  for (const Requirement& r : match_expressions) {
+    auto it = labels.find(r.key);
+    const bool has = it != labels.end();
+    const bool in =
+        has && std::find(r.values.begin(), r.values.end(), it->second) != r.values.end();
+    if ((r.op == "In" && !in) || (r.op == "NotIn" && in) || (r.op == "Exists" && !has) ||
+        (r.op == "DoesNotExist" && has)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool DisruptionBudget::Covers(const std::string& pod_ns, const std::string& pod_name,
+                              const std::map<std::string, std::string>& labels) const {
+  return pod_ns == ns && !selector.empty() &&
+         std::find(disrupted.begin(), disrupted.end(), pod_name) == disrupted.end() &&
+         selector.Matches(labels);
+}
+
+absl::StatusOr<DisruptionBudget> DecodeDisruptionBudget(const json& pdb, const std::string& path) {
+  TESSERA_RETURN_IF_ERROR(RequireObject(pdb, path));
+  DisruptionBudget b;
+  const json* meta = Member(pdb, "metadata");
+  if (meta == nullptr) return Bad(path + ".metadata", "required object missing");
+  TESSERA_RETURN_IF_ERROR(RequireObject(*meta, path + ".metadata"));
+  TESSERA_ASSIGN_OR_RETURN(b.name, StringAt(*meta, "name", path + ".metadata", true));
+  TESSERA_ASSIGN_OR_RETURN(b.ns, StringAt(*meta, "namespace", path + ".metadata", false));
+  if (b.ns.empty()) b.ns = "default";
+  const json* spec = Member(pdb, "spec");
+  const json* selector = spec == nullptr ? nullptr : Member(*spec, "selector");
+  if (selector != nullptr) {
+    const std::string at = path + ".spec.selector";
+    TESSERA_RETURN_IF_ERROR(RequireObject(*selector, at));
+    if (const json* m = Member(*selector, "matchLabels"); m != nullptr) {
+      TESSERA_ASSIGN_OR_RETURN(b.selector.match_labels, StringMap(*m, at + ".matchLabels"));
+    }
+    if (const json* exprs = Member(*selector, "matchExpressions"); exprs != nullptr) {
+      if (!exprs->is_array()) {
+        return Bad(at + ".matchExpressions",
+                   absl::StrCat("expected an array, found ", TypeName(*exprs)));
+      }
+      for (size_t i = 0; i < exprs->size(); ++i) {
+        const std::string e = absl::StrCat(at, ".matchExpressions[", i, "]");
+        TESSERA_RETURN_IF_ERROR(RequireObject((*exprs)[i], e));
+        LabelSelector::Requirement r;
+        TESSERA_ASSIGN_OR_RETURN(r.key, StringAt((*exprs)[i], "key", e, true));
+        TESSERA_ASSIGN_OR_RETURN(r.op, StringAt((*exprs)[i], "operator", e, true));
+        if (r.op != "In" && r.op != "NotIn" && r.op != "Exists" && r.op != "DoesNotExist") {
+          return Bad(e + ".operator", absl::StrCat("expected In, NotIn, Exists or DoesNotExist, "
+                                                   "found \"",
+                                                   r.op, "\""));
+        }
+        if (const json* values = Member((*exprs)[i], "values"); values != nullptr) {
+          if (!values->is_array()) {
+            return Bad(e + ".values", absl::StrCat("expected an array, found ", TypeName(*values)));
+          }
+          for (const json& v : *values) {
+            if (!v.is_string()) {
+              return Bad(e + ".values", absl::StrCat("expected strings, found ", TypeName(v)));
+            }
+            r.values.push_back(v.get<std::string>());
+          }
+        }
+        b.selector.match_expressions.push_back(std::move(r));
+      }
+    }
+  }
+  if (const json* status = Member(pdb, "status"); status != nullptr) {
+    TESSERA_RETURN_IF_ERROR(RequireObject(*status, path + ".status"));
+    if (const json* allowed = Member(*status, "disruptionsAllowed"); allowed != nullptr) {
+      if (!allowed->is_number_integer() || allowed->get<int64_t>() < 0 ||
+          allowed->get<int64_t>() > INT32_MAX) {
+        return Bad(path + ".status.disruptionsAllowed", "expected a 32-bit integer >= 0");
+      }
+      b.disruptions_allowed = static_cast<int32_t>(allowed->get<int64_t>());
+    }
+    if (const json* disrupted = Member(*status, "disruptedPods"); disrupted != nullptr) {
+      TESSERA_RETURN_IF_ERROR(RequireObject(*disrupted, path + ".status.disruptedPods"));
+      for (auto it = disrupted->begin(); it != disrupted->end(); ++it) {
+        b.disrupted.push_back(it.key());
+      }
+    }
+  }
+  return b;
 }
 
 absl::StatusOr<OnlineNode> DecodeNode(const json& node, const std::string& path) {
@@ -611,6 +721,13 @@ absl::StatusOr<std::vector<PodInfo>> DecodePodList(absl::string_view body,
   return DecodeList<PodInfo>(
       body, "PodList", continue_token, resource_version,
       [](const json& j, const std::string& path) { return DecodePod(j, path); });
+}
+
+absl::StatusOr<std::vector<DisruptionBudget>> DecodeDisruptionBudgetList(
+    absl::string_view body, std::string* continue_token, std::string* resource_version) {
+  return DecodeList<DisruptionBudget>(
+      body, "PodDisruptionBudgetList", continue_token, resource_version,
+      [](const json& j, const std::string& path) { return DecodeDisruptionBudget(j, path); });
 }
 
 absl::StatusOr<std::vector<OnlineNode>> DecodeNodeListJson(absl::string_view body,

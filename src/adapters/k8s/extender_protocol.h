@@ -43,6 +43,7 @@ struct PodInfo {
   // status.nominatedNodeName: where kube-scheduler's preemption made room for this pending pod.
   std::string nominated_node;
   bool ending = false;  // metadata.deletionTimestamp set: deleted, its containers stopping
+  std::map<std::string, std::string> labels;  // metadata.labels (PodDisruptionBudgets select by)
   placement::gpushare::GpuRequest request;
   // Set when the pod's GPU annotations or resources are wrong (request is then empty): the
   // object is well-formed, the pod's spec is not, and kube-scheduler should say so on the pod.
@@ -115,6 +116,42 @@ absl::StatusOr<std::vector<PodInfo>> DecodePodList(absl::string_view body,
                                                    std::string* continue_token = nullptr,
                                                    std::string* resource_version = nullptr);
 absl::StatusOr<std::vector<placement::gpushare::OnlineNode>> DecodeNodeListJson(
+    absl::string_view body, std::string* continue_token = nullptr,
+    std::string* resource_version = nullptr);
+
+// A label selector (metav1.LabelSelector): every matchLabels pair and every matchExpressions
+// requirement (In, NotIn, Exists, DoesNotExist) must hold.
+struct LabelSelector {
+  struct Requirement {
+    std::string key;
+    std::string op;  // In, NotIn, Exists, DoesNotExist
+    std::vector<std::string> values;
+  };
+  std::map<std::string, std::string> match_labels;
+  std::vector<Requirement> match_expressions;
+
+  bool empty() const { return match_labels.empty() && match_expressions.empty(); }
+  bool Matches(const std::map<std::string, std::string>& labels) const;
+};
+
+// What preemption weighs of a policy/v1 PodDisruptionBudget.
+struct DisruptionBudget {
+  std::string ns;
+  std::string name;
+  // spec.selector; absent or empty selects no pod (as kube-scheduler's preemption reads it).
+  LabelSelector selector;
+  int32_t disruptions_allowed = 0;  // status.disruptionsAllowed
+  // status.disruptedPods: pods being evicted already, by name; they use no allowance again.
+  std::vector<std::string> disrupted;
+
+  // Whether pod `name` in namespace `ns` with `labels` counts against this budget.
+  bool Covers(const std::string& ns, const std::string& name,
+              const std::map<std::string, std::string>& labels) const;
+};
+absl::StatusOr<DisruptionBudget> DecodeDisruptionBudget(const nlohmann::json& pdb,
+                                                        const std::string& path = "pdb");
+// A policy/v1 PodDisruptionBudgetList, paged as DecodePodList.
+absl::StatusOr<std::vector<DisruptionBudget>> DecodeDisruptionBudgetList(
     absl::string_view body, std::string* continue_token = nullptr,
     std::string* resource_version = nullptr);
 

@@ -32,6 +32,7 @@ constexpr int kListPage = 500;
 // see both, in the API server's order (a nomination ends in the same stream as the bind that
 // ends it); kube-scheduler itself watches all pods.
 constexpr char kPods[] = "/api/v1/pods";
+constexpr char kBudgets[] = "/apis/policy/v1/poddisruptionbudgets";
 
 // A pending pod kube-scheduler nominated to a node after a preemption, waiting there for GPUs.
 bool Waiting(const PodInfo& p) {
@@ -122,7 +123,13 @@ std::vector<std::string> ExtenderService::Apply(const std::vector<OnlineNode>& n
   for (const PodInfo& p : pods) {
     cluster_.SetImportance(p.uid, p.priority, p.started, p.ending);
     Nominate(p);
+    Label(p);
   }
+  // Held no more (the list does not show them): their labels go too. Reservations made while
+  // the list was in flight are held still, with the labels their bind gave.
+  absl::erase_if(labeled_, [this](const auto& entry) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return cluster_.Find(entry.first) == nullptr;
+  });
   restore_problems_.store(static_cast<int64_t>(problems.size()));
   return problems;
 }
@@ -201,6 +208,7 @@ void ExtenderService::ApplyPodEvent(const PodEvent& e, std::vector<std::string>*
   if (e.type == "DELETED") {
     cluster_.Release(e.pod.uid);
     cluster_.ClearNomination(e.pod.uid);
+    labeled_.erase(e.pod.uid);
     return;
   }
   if (e.pod.node_name.empty()) {
@@ -213,6 +221,7 @@ void ExtenderService::ApplyPodEvent(const PodEvent& e, std::vector<std::string>*
   if (!e.pod.active()) {  // ended
     cluster_.Release(e.pod.uid);
     cluster_.ClearNomination(e.pod.uid);
+    labeled_.erase(e.pod.uid);
     return;
   }
   cluster_.ClearNomination(e.pod.uid);
@@ -228,6 +237,15 @@ void ExtenderService::ApplyPodEvent(const PodEvent& e, std::vector<std::string>*
     problems->push_back(absl::StrCat(e.pod.uid, ": ", s.message()));
   }
   cluster_.SetImportance(e.pod.uid, e.pod.priority, e.pod.started, e.pod.ending);
+  Label(e.pod);
+}
+
+void ExtenderService::Label(const PodInfo& pod) {
+  if (cluster_.Find(pod.uid) == nullptr) {
+    labeled_.erase(pod.uid);
+  } else {
+    labeled_[pod.uid] = {pod.ns, pod.name, pod.labels};
+  }
 }
 
 void ExtenderService::Nominate(const PodInfo& pod) {
@@ -420,7 +438,7 @@ void ExtenderService::Remember(const PodInfo& pod) {
       request_order_.pop_front();
     }
   }
-  requests_[pod.uid] = {pod.request, pod.priority};
+  requests_[pod.uid] = {pod.request, pod.priority, pod.labels};
 }
 
 void ExtenderService::Count(const std::string& verb, int status) const {
@@ -491,11 +509,13 @@ HttpReply ExtenderService::Bind(const std::string& body) {
                                       UrlEscape(b->pod_name));
   std::optional<GpuRequest> req;
   int32_t priority = 0;
+  std::map<std::string, std::string> labels;
   {
     absl::MutexLock lock(&mu_);
     if (auto it = requests_.find(b->pod_uid); it != requests_.end()) {
       req = it->second.request;
       priority = it->second.priority;
+      labels = it->second.labels;
     }
   }
   if (!req.has_value()) {
@@ -518,6 +538,7 @@ HttpReply ExtenderService::Bind(const std::string& body) {
     }
     req = pod->request;
     priority = pod->priority;
+    labels = pod->labels;
   }
   if (req->num_gpu > 0) LearnNodeNames({b->node});
   absl::StatusOr<Assignment> a;
@@ -525,6 +546,12 @@ HttpReply ExtenderService::Bind(const std::string& body) {
     absl::MutexLock lock(&mu_);
     a = cluster_.Reserve(b->pod_uid, *req, b->node, priority);
     cluster_.SetImportance(b->pod_uid, priority);  // not started yet
+    PodInfo bound;
+    bound.uid = b->pod_uid;
+    bound.name = b->pod_name;
+    bound.ns = b->pod_namespace;
+    bound.labels = std::move(labels);
+    Label(bound);
   }
   if (!a.ok()) {
     return fail(std::string(a.status().message()));
@@ -532,6 +559,7 @@ HttpReply ExtenderService::Bind(const std::string& body) {
   auto release = [&] {
     absl::MutexLock lock(&mu_);
     cluster_.Release(b->pod_uid);
+    labeled_.erase(b->pod_uid);
   };
   if (req->num_gpu > 0) {
     json patch = {{"metadata",
@@ -578,19 +606,48 @@ HttpReply ExtenderService::Preempt(const std::string& body) {
     for (const auto& [node, v] : chosen) names.push_back(node);
     LearnNodeNames(names);
   }
+  // The budgets as they are now (kube-scheduler reads them from its informer for its own
+  // victims); a list that fails leaves the added victims' violations uncounted, as before.
+  std::optional<std::vector<DisruptionBudget>> pdbs;
+  if (kube_ != nullptr && args->pod.request.num_gpu > 0) {
+    absl::StatusOr<std::vector<DisruptionBudget>> listed = ListAll<DisruptionBudget>(
+        *kube_, kBudgets, "list poddisruptionbudgets", DecodeDisruptionBudgetList);
+    if (listed.ok()) {
+      pdbs = std::move(*listed);
+    } else {
+      ++list_failures_;
+      ++preempt_without_budgets_;
+    }
+  }
   std::map<std::string, std::vector<std::string>> victims;
+  std::map<std::string, int64_t> violations;
   {
     absl::MutexLock lock(&mu_);
+    placement::gpushare::DisruptionBudgets budgets;
+    if (pdbs.has_value()) {
+      for (const DisruptionBudget& b : *pdbs) budgets.allowed.push_back(b.disruptions_allowed);
+      budgets.of = [&](const std::string& uid) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        std::vector<int> of;
+        auto it = labeled_.find(uid);
+        if (it == labeled_.end()) return of;  // holds no GPU: kube-scheduler's count has it
+        for (size_t i = 0; i < pdbs->size(); ++i) {
+          if ((*pdbs)[i].Covers(it->second.ns, it->second.name, it->second.labels)) {
+            of.push_back(static_cast<int>(i));
+          }
+        }
+        return of;
+      };
+    }
     victims =
-        cluster_.PreemptionVictims(args->pod.request, args->pod.priority, chosen, args->pod.uid);
+        cluster_.PreemptionVictims(args->pod.request, args->pod.priority, chosen, args->pod.uid,
+                                   pdbs.has_value() ? &budgets : nullptr, &violations);
   }
   std::map<std::string, NodeVictims> result;
   for (auto& [node, uids] : victims) {
     const NodeVictims& given = args->victims.at(node);
     if (uids.size() > given.uids.size()) ++preempt_victims_added_;
-    // Pods added here are counted as violating no PodDisruptionBudget: the extender does not
-    // read PDBs (kube-scheduler's own count for its victims is kept).
-    result[node] = {std::move(uids), given.pdb_violations};
+    // kube-scheduler's own count for its victims, plus the added ones that violate a budget.
+    result[node] = {std::move(uids), given.pdb_violations + violations[node]};
   }
   preempt_nodes_dropped_ += static_cast<int64_t>(chosen.size() - result.size());
   Count("preempt", 200);
@@ -631,7 +688,12 @@ HttpReply ExtenderService::Metrics() const {
       "# TYPE tessera_extender_preempt_nodes_total counter\n"
       "tessera_extender_preempt_nodes_total{outcome=\"victims_added\"} ",
       preempt_victims_added_.load(), "\ntessera_extender_preempt_nodes_total{outcome=\"dropped\"} ",
-      preempt_nodes_dropped_.load(), "\n");
+      preempt_nodes_dropped_.load(),
+      "\n# HELP tessera_extender_preempt_without_budgets_total Preempt calls answered without "
+      "PodDisruptionBudgets because listing them failed (counted in the list failures too).\n"
+      "# TYPE tessera_extender_preempt_without_budgets_total counter\n"
+      "tessera_extender_preempt_without_budgets_total ",
+      preempt_without_budgets_.load(), "\n");
   absl::MutexLock lock(&mu_);
   absl::StrAppend(&out,
                   "# HELP tessera_extender_gpu_milli Milli-GPU on the nodes the extender knows.\n"

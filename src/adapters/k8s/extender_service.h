@@ -84,7 +84,9 @@ class ExtenderService {
   HttpReply Bind(const std::string& body);
   // kube-scheduler's preempt verb: on each candidate node, the victims it chose plus the
   // lower-priority pods holding GPUs there whose eviction the pod's GPU share needs; nodes where
-  // no such eviction makes room are left out (OnlineCluster::PreemptionVictims).
+  // no such eviction makes room are left out (OnlineCluster::PreemptionVictims). With an API,
+  // the PodDisruptionBudgets are listed for each call: pods whose eviction would violate one are
+  // spared first, and those still taken are added to NumPDBViolations.
   HttpReply Preempt(const std::string& body);
   HttpReply Metrics() const;
 
@@ -98,6 +100,8 @@ class ExtenderService {
   // Fetches from the API the nodes of `names` the extender does not know yet.
   void LearnNodeNames(const std::vector<std::string>& names);
   void Remember(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps `pod`'s labels while it holds GPUs, forgets them once it holds none.
+  void Label(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Count(const std::string& verb, int status) const;
   // Upserts the nodes and holds the pods' assignments (those made since `since` are kept);
   // returns the problems, one line each.
@@ -131,7 +135,15 @@ class ExtenderService {
   struct Seen {
     placement::gpushare::GpuRequest request;
     int32_t priority = 0;
+    std::map<std::string, std::string> labels;
   };
+  // What PodDisruptionBudgets select of each pod holding GPUs: its namespace, name and labels.
+  struct Labeled {
+    std::string ns;
+    std::string name;
+    std::map<std::string, std::string> labels;
+  };
+  absl::flat_hash_map<std::string, Labeled> labeled_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Seen> requests_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> request_order_ ABSL_GUARDED_BY(mu_);
   // Where the pod watch resumes: the last list's resourceVersion, then the last event's; "" when
@@ -142,11 +154,12 @@ class ExtenderService {
   mutable std::map<std::pair<std::string, int>, int64_t> calls_ ABSL_GUARDED_BY(metrics_mu_);
   std::atomic<int64_t> binds_ok_{0};
   std::atomic<int64_t> binds_failed_{0};
-  std::atomic<int64_t> restore_problems_{0};       // of the last Rebuild or Sync
-  std::atomic<int64_t> list_failures_{0};          // Follow's lists that failed
-  std::atomic<int64_t> watch_failures_{0};         // Follow's watches that failed (not 410s)
-  std::atomic<int64_t> preempt_victims_added_{0};  // candidates given GPU victims by preempt
-  std::atomic<int64_t> preempt_nodes_dropped_{0};  // candidates preempt left out
+  std::atomic<int64_t> restore_problems_{0};         // of the last Rebuild or Sync
+  std::atomic<int64_t> list_failures_{0};            // Follow's lists that failed
+  std::atomic<int64_t> watch_failures_{0};           // Follow's watches that failed (not 410s)
+  std::atomic<int64_t> preempt_victims_added_{0};    // candidates given GPU victims by preempt
+  std::atomic<int64_t> preempt_nodes_dropped_{0};    // candidates preempt left out
+  std::atomic<int64_t> preempt_without_budgets_{0};  // preempt calls whose PDB list failed
 };
 
 // Serves `svc` on host:port until `*stop` becomes true (checked every 100 ms). Returns when

@@ -85,6 +85,12 @@ class FakeApi {
         if (req.get_param_value("watch") == "1") return ServeWatch(req, res);
         ServeList(req, res, "PodList", [this] { return PodsLocked(); });
       });
+      s.Get("/apis/policy/v1/poddisruptionbudgets",
+            [this](const httplib::Request& req, httplib::Response& res) {
+              if (!Authorized(req, res)) return;
+              if (!budgets_.has_value()) return NotFound(res, "poddisruptionbudgets", "");
+              ServeList(req, res, "PodDisruptionBudgetList", [this] { return *budgets_; });
+            });
       s.Get(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+))",
             [this](const httplib::Request& req, httplib::Response& res) {
               if (!Authorized(req, res)) return;
@@ -180,6 +186,11 @@ class FakeApi {
   std::vector<std::string> Problems() {
     std::lock_guard<std::mutex> l(mu_);
     return problems_;
+  }
+  // The PodDisruptionBudgets listed from now on (none set: the list answers 404).
+  void SetBudgets(std::vector<json> budgets) {
+    std::lock_guard<std::mutex> l(mu_);
+    budgets_ = std::move(budgets);
   }
   // Called as each binding arrives, before it is applied (set before the extender binds).
   void BeforeBinding(std::function<void()> f) { before_binding_ = std::move(f); }
@@ -430,6 +441,7 @@ class FakeApi {
   std::map<std::string, json> pods_;
   std::vector<std::string> problems_;
   std::set<std::string> fail_binding_;
+  std::optional<std::vector<json>> budgets_;
   std::function<void()> before_binding_;
   int patches_ = 0;
   size_t page_cap_ = 1000;
@@ -617,6 +629,68 @@ TEST(ExtenderProtocol, DecodesPodWatchEvents) {
     ASSERT_FALSE(e.ok()) << line;
     EXPECT_THAT(e.status().message(), HasSubstr(error)) << line;
   }
+}
+
+TEST(ExtenderProtocol, DecodesDisruptionBudgetsAndMatchesTheirSelectors) {
+  std::string next, version;
+  absl::StatusOr<std::vector<DisruptionBudget>> list =
+      DecodeDisruptionBudgetList(Fixture("pdb-list.json").dump(), &next, &version);
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ(version, "1002577");
+  const DisruptionBudget& gold = (*list)[0];
+  const DisruptionBudget& batch = (*list)[1];
+  EXPECT_EQ(gold.ns, "inference");
+  EXPECT_EQ(gold.name, "chat-gold");
+  EXPECT_EQ(gold.disruptions_allowed, 1);
+  EXPECT_EQ(batch.disruptions_allowed, 0);
+  EXPECT_EQ(batch.disrupted, std::vector<std::string>{"chat-9"});
+  using Labels = std::map<std::string, std::string>;
+  EXPECT_TRUE(gold.Covers("inference", "p", Labels{{"app", "chat-small"}, {"tier", "gold"}}));
+  EXPECT_FALSE(gold.Covers("inference", "p", Labels{{"app", "chat-small"}}));
+  EXPECT_FALSE(gold.Covers("default", "p", Labels{{"app", "chat-small"}, {"tier", "gold"}}));
+  EXPECT_TRUE(batch.Covers("inference", "p", Labels{{"tier", "spot"}}));
+  EXPECT_FALSE(batch.Covers("inference", "p", Labels{{"tier", "spot"}, {"canary", "1"}}));
+  EXPECT_FALSE(batch.Covers("inference", "p", Labels{{"tier", "gold"}}));
+  EXPECT_FALSE(batch.Covers("inference", "chat-9", Labels{{"tier", "spot"}}));  // disrupted
+  LabelSelector s;
+  s.match_expressions = {{.key = "tier", .op = "NotIn", .values = {"gold"}},
+                         {.key = "app", .op = "Exists", .values = {}}};
+  EXPECT_TRUE(s.Matches(Labels{{"app", "x"}}));
+  EXPECT_TRUE(s.Matches(Labels{{"app", "x"}, {"tier", "spot"}}));
+  EXPECT_FALSE(s.Matches(Labels{{"app", "x"}, {"tier", "gold"}}));
+  EXPECT_FALSE(s.Matches(Labels{{"tier", "spot"}}));
+  // A budget without a selector, or with an empty one, covers no pod.
+  DisruptionBudget everything = gold;
+  everything.selector = LabelSelector();
+  EXPECT_FALSE(everything.Covers("inference", "p", Labels{}));
+  for (const auto& [mutate, error] :
+       std::vector<std::pair<std::function<void(json&)>, std::string>>{
+           {[](json& b) { b["spec"]["selector"]["matchExpressions"][0]["operator"] = "Near"; },
+            "items[1].spec.selector.matchExpressions[0].operator: expected In, NotIn, Exists or "
+            "DoesNotExist, found \"Near\""},
+           {[](json& b) { b["status"]["disruptionsAllowed"] = -1; },
+            "items[1].status.disruptionsAllowed: expected a 32-bit integer >= 0"},
+           {[](json& b) {
+              b["spec"]["selector"]["matchLabels"] = {{"tier", 3}};
+            },
+            "items[1].spec.selector.matchLabels[\"tier\"]: expected a string, found number"},
+           {[](json& b) { b["spec"]["selector"]["matchExpressions"] = "tier"; },
+            "items[1].spec.selector.matchExpressions: expected an array, found string"}}) {
+    json doc = Fixture("pdb-list.json");
+    mutate(doc["items"][1]);
+    absl::StatusOr<std::vector<DisruptionBudget>> bad = DecodeDisruptionBudgetList(doc.dump());
+    ASSERT_FALSE(bad.ok()) << error;
+    EXPECT_THAT(bad.status().message(), HasSubstr(error));
+  }
+  // Pods' labels, which budgets select by.
+  absl::StatusOr<PodInfo> pod = DecodePod(Fixture("pod-share.json"));
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_EQ(pod->labels, (Labels{{"app", "chat-small"}, {"pod-template-hash", "7d9f8b6c5"}}));
+  json bad_labels = Fixture("pod-share.json");
+  bad_labels["metadata"]["labels"]["tier"] = true;
+  EXPECT_THAT(DecodePod(bad_labels).status().message(),
+              HasSubstr("pod.metadata.labels[\"tier\"]: expected a string, found boolean"));
 }
 
 TEST(ExtenderProtocol, WholeGpuCountIsThePodsEffectiveRequest) {
@@ -1033,6 +1107,59 @@ TEST(Extender, PreemptAddsTheGpuHoldersTheShareNeeds) {
     EXPECT_EQ(r->status, 400) << body;
     EXPECT_THAT(r->body, HasSubstr(message));
   }
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+// PodDisruptionBudgets in preemption, as kube-scheduler weighs them for its own victims: GPU
+// holders whose eviction would violate a budget are spared before the others, and one still
+// taken adds to NumPDBViolations. Before, the extender did not read budgets: it took the least
+// important pod whatever protected it and reported no violation, so kube-scheduler, which prefers
+// the candidate with the fewest, could pick that node over one where nothing was violated.
+TEST(Extender, PreemptSparesWhatDisruptionBudgetsProtect) {
+  FakeApi api;
+  // gpu-h100-1's 8 GPUs each hold 900 milli of priority-0 pods: 0-3 "gold" (budget chat-gold,
+  // one disruption allowed), 4-7 "batch" (budget batch, none allowed). Pod 7 started first.
+  for (int i = 0; i < 8; ++i) {
+    json p = RunningSharePod(i, "gpu-h100-1", i, 900, 0);
+    p["metadata"]["labels"]["tier"] = i < 4 ? "gold" : "batch";
+    api.AddPod(p);
+  }
+  Served ext(api.WriteKubeconfig(TempDir()));
+  ASSERT_TRUE(ext.svc->Sync().ok());
+  json args = Fixture("preempt-args-metavictims.json");  // 503 milli at priority 1000000
+  args["NodeNameToMetaVictims"].erase("gpu-l4-1");
+  auto preempt = [&] {
+    httplib::Result r = ext.Post("preempt", args.dump());
+    EXPECT_TRUE(r);
+    if (!r) return json();
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body)["NodeNameToMetaVictims"]["gpu-h100-1"];
+  };
+  auto victim = [](int i, int violations) {
+    return json{{"Pods", {{{"UID", SharePodUid(i)}}}}, {"NumPDBViolations", violations}};
+  };
+  // No budgets to be had (the list fails): the least important pod, pod 0; counted.
+  EXPECT_EQ(preempt(), victim(0, 0));
+  EXPECT_THAT(ext.svc->Metrics().body,
+              HasSubstr("\ntessera_extender_preempt_without_budgets_total 1\n"));
+  // With the budgets: the first gold pod by importance, pod 3, uses chat-gold's one disruption;
+  // every other eviction would violate one, so pod 3 is the victim and nothing is violated.
+  json budgets = Fixture("pdb-list.json");
+  api.SetBudgets(budgets["items"]);
+  EXPECT_EQ(preempt(), victim(3, 0));
+  // No disruption left anywhere: the least important pod again, its violation counted on top of
+  // kube-scheduler's own (2 here).
+  budgets["items"][0]["status"]["disruptionsAllowed"] = 0;
+  api.SetBudgets(budgets["items"]);
+  args["NodeNameToMetaVictims"]["gpu-h100-1"]["NumPDBViolations"] = 2;
+  EXPECT_EQ(preempt(), victim(0, 3));
+  // A budget of another namespace, or one whose selector is empty, protects none of them.
+  budgets["items"][0]["metadata"]["namespace"] = "other";
+  budgets["items"][1]["spec"]["selector"] = json::object();
+  api.SetBudgets(budgets["items"]);
+  EXPECT_EQ(preempt(), victim(0, 2));
+  EXPECT_THAT(ext.svc->Metrics().body,
+              HasSubstr("\ntessera_extender_preempt_without_budgets_total 1\n"));
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 

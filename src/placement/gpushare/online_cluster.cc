@@ -461,7 +461,8 @@ void OnlineCluster::SetImportance(const std::string& uid, int32_t priority, absl
 
 std::map<std::string, std::vector<std::string>> OnlineCluster::PreemptionVictims(
     const GpuRequest& req, int32_t priority,
-    const std::map<std::string, std::vector<std::string>>& chosen, const std::string& uid) const {
+    const std::map<std::string, std::vector<std::string>>& chosen, const std::string& uid,
+    const DisruptionBudgets* budgets, std::map<std::string, int64_t>* added_violations) const {
   std::map<std::string, std::vector<std::string>> out;
   if (req.num_gpu <= 0) return chosen;
   // The pods holding GPUs on each candidate node, in one pass over the held pods.
@@ -491,6 +492,9 @@ std::map<std::string, std::vector<std::string>> OnlineCluster::PreemptionVictims
       std::vector<int64_t> room = Room(idx->second, free, ending, ahead, &blocker);
       return blocker.empty() && GpusHaveRoom(room, *share, req.num_gpu);
     };
+    // kube-scheduler's SelectVictimsOnNode: every lower-priority holder goes; if the pod fits
+    // then, each is given back while it still fits, those whose eviction would violate a
+    // PodDisruptionBudget first, the most important first within each group.
     const absl::flat_hash_set<std::string> already(uids.begin(), uids.end());
     std::vector<std::pair<const Held*, const std::string*>> candidates;
     for (const auto* entry : on[node]) {
@@ -499,38 +503,54 @@ std::map<std::string, std::vector<std::string>> OnlineCluster::PreemptionVictims
         give_back(h, +1);
       } else if (h.priority < priority) {
         candidates.emplace_back(&h, &entry->first);
+        give_back(h, +1);
       }
-    }
-    // Least important first: lowest priority, then the latest started (not started yet: last
-    // of all), then by UID, so that the answer does not depend on the order pods were held.
-    std::sort(candidates.begin(), candidates.end(), [](const auto& x, const auto& y) {
-      if (x.first->priority != y.first->priority) return x.first->priority < y.first->priority;
-      if (x.first->started != y.first->started) return x.first->started > y.first->started;
-      return *x.second > *y.second;
-    });
-    std::vector<size_t> taken;
-    for (size_t i = 0; i < candidates.size() && !fits(); ++i) {
-      give_back(*candidates[i].first, +1);
-      taken.push_back(i);
     }
     if (!fits()) continue;
-    // Spare every victim not needed after all, the most important first.
-    std::vector<bool> spared(candidates.size(), false);
-    for (auto it = taken.rbegin(); it != taken.rend(); ++it) {
-      give_back(*candidates[*it].first, -1);
-      if (fits()) {
-        spared[*it] = true;
-      } else {
-        give_back(*candidates[*it].first, +1);
+    // Most important first: highest priority, then the earliest started (not started yet: last
+    // of all), then by UID, so that the answer does not depend on the order pods were held.
+    std::sort(candidates.begin(), candidates.end(), [](const auto& x, const auto& y) {
+      if (x.first->priority != y.first->priority) return x.first->priority > y.first->priority;
+      if (x.first->started != y.first->started) return x.first->started < y.first->started;
+      return *x.second < *y.second;
+    });
+    // Budgets are used by kube-scheduler's victims first, then by the candidates in that order;
+    // a candidate whose eviction takes a budget below zero would violate it.
+    std::vector<bool> violating(candidates.size(), false);
+    if (budgets != nullptr) {
+      std::vector<int64_t> allowed(budgets->allowed.begin(), budgets->allowed.end());
+      auto charge = [&](const std::string& pod) {
+        bool violates = false;
+        for (int b : budgets->of(pod)) violates |= --allowed[b] < 0;
+        return violates;
+      };
+      for (const std::string& u : uids) charge(u);
+      for (size_t i = 0; i < candidates.size(); ++i) violating[i] = charge(*candidates[i].second);
+    }
+    std::vector<bool> evicted(candidates.size(), false);
+    for (bool group : {true, false}) {
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        if (violating[i] != group) continue;
+        give_back(*candidates[i].first, -1);
+        if (!fits()) {
+          give_back(*candidates[i].first, +1);
+          evicted[i] = true;
+        }
       }
     }
+    // kube-scheduler's victims, then the added ones least important first.
     std::vector<std::string> victims = uids;
-    for (size_t i : taken) {
-      if (!spared[i]) victims.push_back(*candidates[i].second);
+    int64_t violations = 0;
+    for (size_t i = candidates.size(); i-- > 0;) {
+      if (!evicted[i]) continue;
+      victims.push_back(*candidates[i].second);
+      violations += violating[i] ? 1 : 0;
     }
     // No victim at all: the pod fits already (something left since the filter) and will be
     // placed on its next attempt; kube-scheduler refuses a candidate without victims.
-    if (!victims.empty()) out[node] = std::move(victims);
+    if (victims.empty()) continue;
+    out[node] = std::move(victims);
+    if (added_violations != nullptr) (*added_violations)[node] = violations;
   }
   return out;
 }

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -57,6 +58,13 @@ struct Assignment {
   int64_t milli_per_gpu = 0;  // share of each (1000 = whole)
 
   bool operator==(const Assignment&) const = default;
+};
+
+// PodDisruptionBudgets as preemption weighs them: the budgets (indices into `allowed`) a pod,
+// by UID, counts against, and how many more disruptions each allows.
+struct DisruptionBudgets {
+  std::function<std::vector<int>(const std::string& uid)> of;
+  std::vector<int32_t> allowed;
 };
 
 struct FilterOutcome {
@@ -135,17 +143,22 @@ class OnlineCluster {
   // Preemption (kube-scheduler's preempt verb): for each candidate node of `chosen`, the pods
   // kube-scheduler would evict there for its own reasons (UIDs), returns the victims that let
   // `req` fit the node's GPUs: the chosen ones, plus the lower-priority pods holding GPUs there
-  // that it takes (the least important first, as kube-scheduler orders its victims: lowest
-  // priority, then the latest started; then every one whose release turns out not to be needed
-  // is spared, the most important first). A node where even all of them would not
-  // make room, or where `req` can never run, is left out, and so is one that would have no victim
-  // (the pod fits there already). A pod that asks for no GPU keeps every node as chosen.
+  // that it needs, chosen as kube-scheduler's SelectVictimsOnNode does: all of them go, then each
+  // is spared while the pod still fits, the most important first (highest priority, then the
+  // earliest started); the added ones are listed least important first. A node where even all
+  // of them would not make room, or where `req` can never run, is left out, and so is one that
+  // would have no victim (the pod fits there already). A pod that asks for no GPU keeps every
+  // node as chosen.
   // Nominated pods of at least `priority` other than `uid` keep their room, as in Filter
-  // (kube-scheduler checks its own victims with the nominated pods added too).
+  // (kube-scheduler checks its own victims with the nominated pods added too). With `budgets`,
+  // candidates whose eviction would violate a PodDisruptionBudget (once kube-scheduler's victims
+  // and the more important candidates have used what it allows) are spared before the others,
+  // as kube-scheduler does, and those still taken are counted per node in `added_violations`.
   std::map<std::string, std::vector<std::string>> PreemptionVictims(
       const GpuRequest& req, int32_t priority,
-      const std::map<std::string, std::vector<std::string>>& chosen,
-      const std::string& uid = "") const;
+      const std::map<std::string, std::vector<std::string>>& chosen, const std::string& uid = "",
+      const DisruptionBudgets* budgets = nullptr,
+      std::map<std::string, int64_t>* added_violations = nullptr) const;
   // The nodes on which some pod holds GPUs.
   absl::flat_hash_set<std::string> HeldNodes() const;
 

@@ -305,5 +305,44 @@ TEST(OnlineCluster, NominatedPodsKeepTheRoomTheyWaitFor) {
   EXPECT_EQ(c.nominated(), 0);
 }
 
+// PodDisruptionBudgets, as kube-scheduler weighs them: candidates whose eviction would violate
+// one are spared first; kube-scheduler's own victims use what a budget allows before them.
+TEST(OnlineCluster, PreemptionSparesWhatBudgetsProtectFirst) {
+  OnlineCluster c(MakeTesseraPolicy());
+  c.UpsertNode(H100("n", 2));
+  const absl::Time t0 = absl::FromUnixSeconds(1764800000);
+  ASSERT_TRUE(c.Restore("a", {.node = "n", .gpus = {0}, .milli_per_gpu = 600}).ok());
+  ASSERT_TRUE(c.Restore("b", {.node = "n", .gpus = {1}, .milli_per_gpu = 600}).ok());
+  ASSERT_TRUE(c.Restore("c", {.node = "n", .gpus = {0}, .milli_per_gpu = 300}).ok());
+  c.SetImportance("a", 0, t0);
+  c.SetImportance("b", 0, t0 + absl::Minutes(1));
+  c.SetImportance("c", 0, t0 + absl::Minutes(5));
+  using Victims = std::map<std::string, std::vector<std::string>>;
+  const GpuRequest share700 = Share(8, 700);
+  std::map<std::string, int64_t> violations;
+  // No budgets: a, the most important, is spared first; then b cannot be.
+  EXPECT_EQ(c.PreemptionVictims(share700, 50, {{"n", {}}}, "p", nullptr, &violations),
+            (Victims{{"n", {"b"}}}));
+  EXPECT_EQ(violations["n"], 0);
+  // b's budget allows no disruption: b is spared first, a taken instead (c then fits beside).
+  DisruptionBudgets budgets;
+  budgets.allowed = {0};
+  budgets.of = [](const std::string& uid) {
+    return uid == "b" ? std::vector<int>{0} : std::vector<int>{};
+  };
+  EXPECT_EQ(c.PreemptionVictims(share700, 50, {{"n", {}}}, "p", &budgets, &violations),
+            (Victims{{"n", {"a"}}}));
+  EXPECT_EQ(violations["n"], 0);
+  // One budget over a, b and kube-scheduler's victim `cpu`, allowing one disruption: `cpu` uses
+  // it, so a and b would both violate; a is spared first and b's eviction is a violation.
+  budgets.allowed = {1};
+  budgets.of = [](const std::string& uid) {
+    return uid == "c" ? std::vector<int>{} : std::vector<int>{0};
+  };
+  EXPECT_EQ(c.PreemptionVictims(share700, 50, {{"n", {"cpu"}}}, "p", &budgets, &violations),
+            (Victims{{"n", {"cpu", "b"}}}));
+  EXPECT_EQ(violations["n"], 1);
+}
+
 }  // namespace
 }  // namespace tessera::placement::gpushare
