@@ -173,8 +173,8 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   const absl::Duration step = absl::Seconds(sim::SimOptions().dt_s);
   if (slo_wait < step) {
     return Fail(absl::StrCat("--slo-wait ", f.slo_wait, ": expected at least ",
-                             absl::FormatDuration(step),
-                             " (the simulator admits requests every 50 ms step)"));
+                             absl::FormatDuration(step), " (the simulator admits requests every ",
+                             absl::FormatDuration(step), " step)"));
   }
   if (!(f.rate_scale > 0 && f.rate_scale <= 1000)) {
     return Fail("--rate-scale: expected a number above 0 and at most 1000");

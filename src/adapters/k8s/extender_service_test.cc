@@ -1046,10 +1046,11 @@ TEST(Extender, PreemptAddsTheGpuHoldersTheShareNeeds) {
   ASSERT_EQ(ext.svc->held_pods(), 9);
 
   // nodeCacheCapable: true. The preemptor (priority 1000000) asks 40Gi, 503 milli of an H100;
-  // kube-scheduler's own filters needed no victim on gpu-h100-1 (an empty list). Pod 4, the
-  // latest started of priority 0, is taken first: without it GPU 4 has 900 milli free, pod 8's
-  // 100 still there (by UID it would have been pod 8, then pod 7). The 40Gi never fit an L4's
-  // 23 GB: gpu-l4-1 is left out whatever kube-scheduler chose there.
+  // kube-scheduler's own filters needed no victim on gpu-h100-1 (an empty list). The priority-0
+  // pods (4-8) all go, then are given back the earliest started first: pods 8, 7, 6 and 5 stay,
+  // and pod 4, the latest started, goes: without it GPU 4 has 900 milli free, pod 8's 100 still
+  // there (by UID alone pod 8 would have gone). The 40Gi never fit an L4's 23 GB: gpu-l4-1 is
+  // left out whatever kube-scheduler chose there.
   httplib::Result r = ext.Post("preempt", Fixture("preempt-args-metavictims.json").dump());
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;

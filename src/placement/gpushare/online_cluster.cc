@@ -147,30 +147,33 @@ std::string OnlineCluster::Unfit(const GpuRequest& req, int node, const std::str
     }
     return absl::StrCat("no GPU has ", *share, " milli-GPU free");
   }
-  const std::vector<const Nominated*> ahead = Ahead(node, uid, priority);
-  if (ahead.empty()) {
+  std::string blocker;
+  const std::optional<std::vector<int64_t>> room = RoomLeft(node, uid, priority, &blocker);
+  if (!room.has_value() || (blocker.empty() && GpusHaveRoom(*room, *share, req.num_gpu))) {
     return "";
   }
-  std::string blocker;
-  std::vector<int64_t> room = Room(node, state_.node(node).gpu_free, Ending(node), ahead, &blocker);
   if (!blocker.empty()) {
     return absl::StrCat("pod ", blocker, " is nominated to this node and waits for GPU room here");
   }
-  if (GpusHaveRoom(room, *share, req.num_gpu)) {
-    return "";
-  }
   std::vector<std::string> names;
-  for (const Nominated* n : ahead) names.push_back(n->name);
+  for (const Nominated* n : Ahead(node, uid, priority)) names.push_back(n->name);
   return absl::StrCat("the GPU room left is kept for the pods nominated to this node (",
                       absl::StrJoin(names, ", "), ")");
+}
+
+std::optional<std::vector<int64_t>> OnlineCluster::RoomLeft(int node, const std::string& uid,
+                                                            int32_t priority,
+                                                            std::string* blocker) const {
+  const std::vector<const Nominated*> ahead = Ahead(node, uid, priority);
+  if (ahead.empty()) {
+    return std::nullopt;
+  }
+  return Room(node, state_.node(node).gpu_free, Ending(node), ahead, blocker);
 }
 
 std::vector<const OnlineCluster::Nominated*> OnlineCluster::Ahead(int node, const std::string& uid,
                                                                   int32_t priority) const {
   std::vector<const Nominated*> out;
-  if (nominated_.empty()) {
-    return out;
-  }
   auto on = nominated_on_.find(nodes_[node].name);
   if (on == nominated_on_.end()) {
     return out;
@@ -392,18 +395,17 @@ absl::StatusOr<Assignment> OnlineCluster::Reserve(const std::string& uid, const 
   PodSpec spec = SpecOn(req, share);
   policy_->Observe(spec);
   // Where pods nominated to the node wait, the policy sees the node as they will leave it: the
-  // share they need is held for the moment of the choice (a sharing placeholder per GPU).
+  // share they need is held for the moment of the choice (a placeholder pod per GPU).
   std::vector<std::pair<int, PodSpec>> kept;
-  if (const std::vector<const Nominated*> ahead = Ahead(it->second, uid, priority);
-      !ahead.empty()) {
+  std::string blocker;  // none: Unfit found room
+  if (const std::optional<std::vector<int64_t>> room =
+          RoomLeft(it->second, uid, priority, &blocker)) {
     const std::vector<int64_t> free = state_.node(it->second).gpu_free;
-    std::string blocker;  // none: Unfit found room
-    std::vector<int64_t> room = Room(it->second, free, Ending(it->second), ahead, &blocker);
     for (size_t g = 0; g < free.size(); ++g) {
-      if (free[g] == room[g]) continue;
+      if (free[g] == (*room)[g]) continue;
       PodSpec placeholder;
       placeholder.num_gpu = 1;
-      placeholder.gpu_milli = free[g] - room[g];
+      placeholder.gpu_milli = free[g] - (*room)[g];
       state_.Assign(it->second, placeholder, {static_cast<int>(g)});
       kept.emplace_back(static_cast<int>(g), placeholder);
     }

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -207,6 +208,10 @@ class OnlineCluster {
   // Per GPU of `node`, the share a pod may take when `free` is free now and `ending` more will
   // be once the ending pods are gone: the lesser of `free` and what the `ahead` pods leave of
   // `free + ending`. Names in `*blocker` a nominated pod that would not fit even then.
+  // RoomLeft: the same for the node as it is, for a pod of `priority` (UID `uid`); none when no
+  // nominated pod is ahead of it there (all that is free is its to take).
+  std::optional<std::vector<int64_t>> RoomLeft(int node, const std::string& uid, int32_t priority,
+                                               std::string* blocker) const;
   std::vector<int64_t> Room(int node, const std::vector<int64_t>& free,
                             const std::vector<int64_t>& ending,
                             const std::vector<const Nominated*>& ahead, std::string* blocker) const;

@@ -176,9 +176,9 @@ TEST(OnlineCluster, RemovesNodesThatLeft) {
   EXPECT_EQ(c.total_milli(), 4 * kGpuMilli);
 }
 
-// Preemption: the fewest lower-priority pods whose GPUs make room, lowest priority and newest
-// first, those not needed after all spared; kube-scheduler's own victims kept and counted as
-// freeing their GPUs; nodes where no eviction helps left out.
+// Preemption: every lower-priority GPU holder goes, then each is given back while the pod still
+// fits, the most important (highest priority, earliest started) first; kube-scheduler's own victims
+// kept and counted as freeing their GPUs; nodes where no eviction helps left out.
 TEST(OnlineCluster, PreemptionVictimsFreeTheGpuTheShareNeeds) {
   OnlineCluster c(MakeTesseraPolicy());
   c.UpsertNode(H100("n", 2));
@@ -193,8 +193,8 @@ TEST(OnlineCluster, PreemptionVictimsFreeTheGpuTheShareNeeds) {
   c.SetImportance("ghost", 5);                     // holds nothing: ignored
   using Victims = std::map<std::string, std::vector<std::string>>;
   const GpuRequest share700 = Share(8, 700);
-  // GPU 0 has 100 free, GPU 1 400: c (started later) is tried first, then a; with a gone, c
-  // can stay.
+  // GPU 0 has 100 free, GPU 1 400: a and c go; a (started earlier) is given back first, but
+  // then the share has no room; c can be given back beside it.
   EXPECT_EQ(c.PreemptionVictims(share700, 50, {{"n", {}}}), (Victims{{"n", {"a"}}}));
   // A whole GPU needs both of GPU 0's pods.
   EXPECT_EQ(c.PreemptionVictims(Whole(1), 50, {{"n", {}}}), (Victims{{"n", {"c", "a"}}}));
