@@ -82,4 +82,10 @@ check "node-agent: a sidecar holds the lease" grep -q -- '- --hold' "$N"
 check "node-agent: the server mounts the cache read-only" \
   python3 -c 'import sys; t=open(sys.argv[1]).read(); i=t.index("name: vllm"); sys.exit(0 if "readOnly: true" in t[i:] else 1)' "$N"
 
+G="$WORK/shared-gpu-example.yaml"
+check "shared-gpu-example: scheduled by the extender's profile" grep -q 'schedulerName: tessera-scheduler' "$G"
+check "shared-gpu-example: asks the device plugin for no GPU" bash -c '! grep -q "nvidia.com/gpu:" "$1"' _ "$G"
+check "shared-gpu-example: the GPU comes from the bind annotation" \
+  grep -q "fieldPath: metadata.annotations\['tessera.io/visible-devices'\]" "$G"
+
 finish deploy_render_test

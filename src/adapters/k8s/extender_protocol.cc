@@ -6,6 +6,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "adapters/io/json_text.h"
 #include "adapters/k8s/decoders.h"
@@ -657,6 +659,27 @@ json EncodeBindingResult(const std::string& error) { return {{"error", error}}; 
 std::string EncodeAssignment(const Assignment& a) {
   json j = {{"node", a.node}, {"gpus", a.gpus}, {"milliPerGpu", a.milli_per_gpu}};
   return j.dump();
+}
+
+std::map<std::string, std::string> AssignmentAnnotations(const Assignment& a,
+                                                         int64_t gpu_memory_bytes) {
+  std::map<std::string, std::string> out = {
+      {kGpuAssignmentAnnotation, EncodeAssignment(a)},
+      {kVisibleDevicesAnnotation, absl::StrJoin(a.gpus, ",")},
+      {kMpsThreadPercentageAnnotation,
+       absl::StrCat(std::clamp<int64_t>((a.milli_per_gpu + 9) / 10, 1, 100))},
+      {kGpuMemoryFractionAnnotation, absl::StrFormat("%.3f", a.milli_per_gpu / 1000.0)},
+  };
+  if (gpu_memory_bytes > 0) {
+    // The share's memory in MiB, rounded down, as CUDA_MPS_PINNED_DEVICE_MEM_LIMIT reads it: one
+    // "ordinal=limit" per GPU the container sees (ordinals count from 0 in the visible order).
+    // (Bytes x milli stays far inside int64: 2^63 bytes / 1000 is 9.2 PB.)
+    const int64_t mib = gpu_memory_bytes * a.milli_per_gpu / kGpuMilli / (int64_t{1} << 20);
+    std::vector<std::string> limits;
+    for (size_t i = 0; i < a.gpus.size(); ++i) limits.push_back(absl::StrCat(i, "=", mib, "M"));
+    out[kMpsMemLimitAnnotation] = absl::StrJoin(limits, ",");
+  }
+  return out;
 }
 
 absl::StatusOr<Assignment> DecodeAssignment(absl::string_view text) {

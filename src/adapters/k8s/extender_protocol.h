@@ -31,6 +31,17 @@
 namespace tessera::adapters {
 
 inline constexpr char kGpuAssignmentAnnotation[] = "tessera.io/gpu-assignment";
+// Plain values, written with the assignment, that a container's env reads with the Downward API
+// (valueFrom.fieldRef.fieldPath: metadata.annotations['...']) to use exactly its share:
+//   visible-devices             NVIDIA_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES: "5", "0,1"
+//   mps-pinned-device-mem-limit CUDA_MPS_PINNED_DEVICE_MEM_LIMIT: "0=30766M" (the share's memory,
+//                               MiB rounded down, for each visible ordinal)
+//   mps-active-thread-percentage CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: the share in percent, rounded
+//   up gpu-memory-fraction         e.g. vLLM's --gpu-memory-utilization: "0.214"
+inline constexpr char kVisibleDevicesAnnotation[] = "tessera.io/visible-devices";
+inline constexpr char kMpsMemLimitAnnotation[] = "tessera.io/mps-pinned-device-mem-limit";
+inline constexpr char kMpsThreadPercentageAnnotation[] = "tessera.io/mps-active-thread-percentage";
+inline constexpr char kGpuMemoryFractionAnnotation[] = "tessera.io/gpu-memory-fraction";
 
 struct PodInfo {
   std::string uid;
@@ -107,6 +118,10 @@ nlohmann::json EncodePriorities(const std::vector<std::pair<std::string, int64_t
 nlohmann::json EncodeBindingResult(const std::string& error);
 
 std::string EncodeAssignment(const placement::gpushare::Assignment& a);
+// Every annotation bind writes for `a`: the assignment and the container values above, for GPUs
+// of `gpu_memory_bytes` each (the memory limit is left out when that is unknown, 0).
+std::map<std::string, std::string> AssignmentAnnotations(const placement::gpushare::Assignment& a,
+                                                         int64_t gpu_memory_bytes);
 absl::StatusOr<placement::gpushare::Assignment> DecodeAssignment(absl::string_view text);
 
 // A v1 PodList / NodeList (or kubectl's List). `continue_token` (optional) receives the list's

@@ -542,9 +542,13 @@ HttpReply ExtenderService::Bind(const std::string& body) {
   }
   if (req->num_gpu > 0) LearnNodeNames({b->node});
   absl::StatusOr<Assignment> a;
+  int64_t gpu_memory_bytes = 0;
   {
     absl::MutexLock lock(&mu_);
     a = cluster_.Reserve(b->pod_uid, *req, b->node, priority);
+    if (const OnlineNode* node = cluster_.FindNode(b->node)) {
+      gpu_memory_bytes = node->gpu_memory_bytes;
+    }
     cluster_.SetImportance(b->pod_uid, priority);  // not started yet
     PodInfo bound;
     bound.uid = b->pod_uid;
@@ -562,9 +566,9 @@ HttpReply ExtenderService::Bind(const std::string& body) {
     labeled_.erase(b->pod_uid);
   };
   if (req->num_gpu > 0) {
-    json patch = {{"metadata",
-                   {{"uid", b->pod_uid},
-                    {"annotations", {{kGpuAssignmentAnnotation, EncodeAssignment(*a)}}}}}};
+    json patch = {
+        {"metadata",
+         {{"uid", b->pod_uid}, {"annotations", AssignmentAnnotations(*a, gpu_memory_bytes)}}}};
     absl::StatusOr<KubeResponse> r =
         kube_->Request("PATCH", pod_path, patch.dump(), "application/merge-patch+json");
     absl::Status s = r.ok() ? KubeClient::Check(*r, "annotate pod") : r.status();

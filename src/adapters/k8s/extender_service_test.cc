@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "adapters/io/files.h"
+#include "adapters/k8s/yaml_reader.h"
 #include "adapters/net/test_http_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -403,8 +404,9 @@ class FakeApi {
       return;
     }
     json pod = it->second;
-    pod["metadata"]["annotations"][kGpuAssignmentAnnotation] =
-        patch["metadata"]["annotations"][kGpuAssignmentAnnotation];
+    for (const auto& [key, value] : patch["metadata"]["annotations"].items()) {
+      pod["metadata"]["annotations"][key] = value;  // a merge patch of the annotations
+    }
     Changed(it->first, &pod);
     ++patches_;
     res.set_content(pod.dump(), "application/json");
@@ -563,6 +565,28 @@ TEST(ExtenderProtocol, DecodesRecordedNodesAndPods) {
 
   Assignment a{.node = "gpu-h100-1", .gpus = {5}, .milli_per_gpu = 400};
   EXPECT_EQ(EncodeAssignment(a), R"({"gpus":[5],"milliPerGpu":400,"node":"gpu-h100-1"})");
+  // 30Gi with compute 0.2 on an H200 (143771 MiB): 214 milli, 30766.99 MiB. These are the values
+  // bench/gpu/mps-check ran under MPS on an H200 (docs/scheduler-extender.md).
+  Assignment h200{.node = "gpu-h200-1", .gpus = {5}, .milli_per_gpu = 214};
+  EXPECT_EQ(AssignmentAnnotations(h200, int64_t{143771} << 20),
+            (std::map<std::string, std::string>{{kGpuAssignmentAnnotation, EncodeAssignment(h200)},
+                                                {kVisibleDevicesAnnotation, "5"},
+                                                {kMpsMemLimitAnnotation, "0=30766M"},
+                                                {kMpsThreadPercentageAnnotation, "22"},
+                                                {kGpuMemoryFractionAnnotation, "0.214"}}));
+  // Whole GPUs: each visible ordinal gets the whole memory, and every thread.
+  std::map<std::string, std::string> two = AssignmentAnnotations(
+      {.node = "gpu-h100-1", .gpus = {2, 6}, .milli_per_gpu = 1000}, int64_t{81559} << 20);
+  EXPECT_EQ(two[kVisibleDevicesAnnotation], "2,6");
+  EXPECT_EQ(two[kMpsMemLimitAnnotation], "0=81559M,1=81559M");
+  EXPECT_EQ(two[kMpsThreadPercentageAnnotation], "100");
+  EXPECT_EQ(two[kGpuMemoryFractionAnnotation], "1.000");
+  // The smallest share still gets a thread; an unknown memory size writes no limit at all
+  // rather than a wrong one.
+  std::map<std::string, std::string> tiny =
+      AssignmentAnnotations({.node = "n", .gpus = {0}, .milli_per_gpu = 1}, 0);
+  EXPECT_EQ(tiny[kMpsThreadPercentageAnnotation], "1");
+  EXPECT_FALSE(tiny.contains(kMpsMemLimitAnnotation));
   EXPECT_EQ(*DecodeAssignment(EncodeAssignment(a)), a);
   EXPECT_FALSE(DecodeAssignment(R"({"node":"x","gpus":[-1],"milliPerGpu":1})").ok());
   EXPECT_FALSE(DecodeAssignment("not json").ok());
@@ -581,6 +605,41 @@ TEST(ExtenderProtocol, DecodesRecordedNodesAndPods) {
 // kube-scheduler's effective request: max(app containers + sidecars, each regular init container
 // + the sidecars before it); a sidecar is an init container with restartPolicy Always.
 // Watch events as the API server streams them, one JSON object a line.
+// deploy/shared-gpu-example's container reads the bind annotations through the Downward API.
+// Each it reads must be one bind writes, under the env variable it is meant for; a misspelt key
+// would read as "" in the pod (NVIDIA_VISIBLE_DEVICES="" mounts no GPU) with no error anywhere.
+TEST(ExtenderProtocol, SharedGpuExampleReadsTheAnnotationsBindWrites) {
+  const std::string file =
+      std::string(TESSERA_SOURCE_DIR) + "/deploy/shared-gpu-example/deployment.yaml";
+  absl::StatusOr<std::string> text = ReadFile(file);
+  ASSERT_TRUE(text.ok()) << text.status();
+  absl::StatusOr<std::vector<YAML::Node>> docs = ParseYamlDocuments(file, *text);
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_EQ(docs->size(), 1u);
+  const std::map<std::string, std::string> written =
+      AssignmentAnnotations({.node = "n", .gpus = {0}, .milli_per_gpu = 214}, int64_t{1} << 30);
+  std::map<std::string, std::string> read;  // env name -> annotation
+  for (const YAML::Node& c : (*docs)[0]["spec"]["template"]["spec"]["containers"]) {
+    for (const YAML::Node& e : c["env"]) {
+      if (!e["valueFrom"]) continue;
+      const std::string path = e["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>();
+      const std::string prefix = "metadata.annotations['";
+      ASSERT_TRUE(absl::StartsWith(path, prefix) && absl::EndsWith(path, "']")) << path;
+      const std::string key = path.substr(prefix.size(), path.size() - prefix.size() - 2);
+      EXPECT_TRUE(written.contains(key)) << key << " is not written by bind";
+      read[e["name"].as<std::string>()] = key;
+    }
+  }
+  EXPECT_EQ(read, (std::map<std::string, std::string>{
+                      {"NVIDIA_VISIBLE_DEVICES", kVisibleDevicesAnnotation},
+                      {"TESSERA_GPU_MEMORY_FRACTION", kGpuMemoryFractionAnnotation},
+                      {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", kMpsMemLimitAnnotation},
+                      {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", kMpsThreadPercentageAnnotation}}));
+  // And the pods go to the scheduler profile that has the extender.
+  EXPECT_EQ((*docs)[0]["spec"]["template"]["spec"]["schedulerName"].as<std::string>(),
+            "tessera-scheduler");
+}
+
 TEST(ExtenderProtocol, DecodesPodWatchEvents) {
   json pod = Fixture("pod-share.json");
   pod["metadata"]["resourceVersion"] = "8812";
@@ -979,6 +1038,13 @@ TEST(Extender, BindAnnotatesThenBindsAndRestartRestores) {
     EXPECT_EQ(a->gpus.size(), 1u);
     // 18Gi of 81559 MiB = 226 milli; the compute ask (200) is smaller.
     EXPECT_EQ(a->milli_per_gpu, 226);
+    // The same patch wrote what the pod's env reads (Downward API) to use exactly that share:
+    // 226 milli of 81559 MiB is 18432.3 MiB.
+    const json& notes = stored["metadata"]["annotations"];
+    EXPECT_EQ(notes[kVisibleDevicesAnnotation], absl::StrCat(a->gpus[0]));
+    EXPECT_EQ(notes[kMpsMemLimitAnnotation], "0=18432M");
+    EXPECT_EQ(notes[kMpsThreadPercentageAnnotation], "23");
+    EXPECT_EQ(notes[kGpuMemoryFractionAnnotation], "0.226");
     held = ext.svc->Held(pod["metadata"]["uid"]);
     ASSERT_TRUE(held.has_value());
     EXPECT_EQ(*held, *a);

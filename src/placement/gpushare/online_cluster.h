@@ -88,6 +88,11 @@ class OnlineCluster {
   std::vector<std::string> RemoveNodesExcept(const absl::flat_hash_set<std::string>& keep,
                                              uint64_t since);
   bool HasNode(const std::string& name) const { return index_.contains(name); }
+  // The node as last upserted; nullptr if unknown.
+  const OnlineNode* FindNode(const std::string& name) const {
+    auto it = index_.find(name);
+    return it == index_.end() ? nullptr : &nodes_[it->second];
+  }
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
 
   // The per-GPU share (milli) `req` needs on `node`: the larger of its compute share and its
