@@ -33,11 +33,12 @@ namespace tessera::adapters {
 inline constexpr char kGpuAssignmentAnnotation[] = "tessera.io/gpu-assignment";
 // Plain values, written with the assignment, that a container's env reads with the Downward API
 // (valueFrom.fieldRef.fieldPath: metadata.annotations['...']) to use exactly its share:
-//   visible-devices             NVIDIA_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES: "5", "0,1"
-//   mps-pinned-device-mem-limit CUDA_MPS_PINNED_DEVICE_MEM_LIMIT: "0=30766M" (the share's memory,
-//                               MiB rounded down, for each visible ordinal)
-//   mps-active-thread-percentage CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: the share in percent, rounded
-//   up gpu-memory-fraction         e.g. vLLM's --gpu-memory-utilization: "0.214"
+// - visible-devices, for NVIDIA_VISIBLE_DEVICES: the GPU indices, "5" or "0,1";
+// - mps-pinned-device-mem-limit, for CUDA_MPS_PINNED_DEVICE_MEM_LIMIT: the share's memory in MiB,
+//   rounded down, for each visible ordinal: "0=30766M";
+// - mps-active-thread-percentage, for CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: the share in percent,
+//   rounded up: "22";
+// - gpu-memory-fraction, for an engine's own cap (vLLM's --gpu-memory-utilization): "0.214".
 inline constexpr char kVisibleDevicesAnnotation[] = "tessera.io/visible-devices";
 inline constexpr char kMpsMemLimitAnnotation[] = "tessera.io/mps-pinned-device-mem-limit";
 inline constexpr char kMpsThreadPercentageAnnotation[] = "tessera.io/mps-active-thread-percentage";

@@ -567,7 +567,15 @@ TEST(ExtenderProtocol, DecodesRecordedNodesAndPods) {
   EXPECT_EQ(EncodeAssignment(a), R"({"gpus":[5],"milliPerGpu":400,"node":"gpu-h100-1"})");
   // 30Gi with compute 0.2 on an H200 (143771 MiB): 214 milli, 30766.99 MiB. These are the values
   // bench/gpu/mps-check ran under MPS on an H200 (docs/scheduler-extender.md).
-  Assignment h200{.node = "gpu-h200-1", .gpus = {5}, .milli_per_gpu = 214};
+  placement::gpushare::OnlineCluster cluster(MakeTesseraPolicy());
+  absl::StatusOr<int64_t> h200_share = cluster.ShareOn(
+      {.num_gpu = 1, .memory_bytes = int64_t{30} << 30, .compute_milli = 200, .models = {}},
+      {.name = "gpu-h200-1",
+       .gpus = 8,
+       .model = "H200-141GB",
+       .gpu_memory_bytes = int64_t{143771} << 20});
+  ASSERT_TRUE(h200_share.ok()) << h200_share.status();
+  Assignment h200{.node = "gpu-h200-1", .gpus = {5}, .milli_per_gpu = *h200_share};
   EXPECT_EQ(AssignmentAnnotations(h200, int64_t{143771} << 20),
             (std::map<std::string, std::string>{{kGpuAssignmentAnnotation, EncodeAssignment(h200)},
                                                 {kVisibleDevicesAnnotation, "5"},
