@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "cmd/admission_webhook_command.h"
 #include "cmd/fetch_command.h"
 #include "cmd/node_agent_command.h"
 #include "cmd/plan_command.h"
@@ -95,6 +96,22 @@ int Main(int argc, char** argv) {
   ext_cmd->add_option("--metrics-listen", ext.metrics_listen,
                       "HOST:PORT serving only GET /metrics, for Prometheus (the extender's own "
                       "--listen stays private); default none");
+
+  tessera::cmd::WebhookFlags hook;
+  CLI::App* hook_cmd = app.add_subcommand(
+      "admission-webhook",
+      "Serve the mutating admission webhook that gives pods sharing a GPU (tessera.io/gpu-memory "
+      "and tessera.io/gpu-compute) the env reading the extender's bind annotations");
+  hook_cmd->add_option("--listen", hook.listen,
+                       "HOST:PORT to serve HTTPS on (default 0.0.0.0:8443)");
+  hook_cmd
+      ->add_option("--tls-cert", hook.tls_cert,
+                   "PEM certificate chain (read at every TLS handshake, so renewals apply)")
+      ->required();
+  hook_cmd->add_option("--tls-key", hook.tls_key, "PEM private key of --tls-cert")->required();
+  hook_cmd->add_option("--scheduler-name", hook.scheduler_name,
+                       "Set as spec.schedulerName of sharing pods that name none or "
+                       "default-scheduler (default tessera-scheduler; \"\" leaves it)");
 
   tessera::cmd::FetchFlags fetchf;
   CLI::App* fetch_cmd = app.add_subcommand(
@@ -227,6 +244,9 @@ int Main(int argc, char** argv) {
   }
   if (ext_cmd->parsed()) {
     return tessera::cmd::RunSchedulerExtender(ext);
+  }
+  if (hook_cmd->parsed()) {
+    return tessera::cmd::RunAdmissionWebhook(hook);
   }
   return 1;
 }

@@ -88,4 +88,16 @@ check "shared-gpu-example: asks the device plugin for no GPU" bash -c '! grep -q
 check "shared-gpu-example: the GPU comes from the bind annotation" \
   grep -q "fieldPath: metadata.annotations\['tessera.io/visible-devices'\]" "$G"
 
+W="$WORK/admission-webhook.yaml"
+check "webhook: a MutatingWebhookConfiguration for pod CREATE" grep -q 'kind: MutatingWebhookConfiguration' "$W"
+check "webhook: only pods that ask for a share are sent" grep -q "'tessera.io/gpu-memory' in object.metadata.annotations" "$W"
+check "webhook: refuses sharing pods while it cannot answer" grep -q 'failurePolicy: Fail' "$W"
+check "webhook: review v1, no side effects" bash -c "grep -q 'sideEffects: None' '$W' && grep -q -- '- v1' '$W'"
+check "webhook: served by the Service's /mutate" grep -q 'path: /mutate' "$W"
+check "webhook: CA injected from its Certificate" grep -q 'cert-manager.io/inject-ca-from: tessera-system/tessera-webhook' "$W"
+check "webhook: runs admission-webhook with the Secret's files" \
+  bash -c "grep -q -- '- admission-webhook' '$W' && grep -q -- '--tls-cert=/etc/tessera/tls/tls.crt' '$W' && grep -q 'secretName: tessera-webhook-tls' '$W'"
+check "webhook: the certificate names the Service" grep -q 'tessera-webhook.tessera-system.svc$' "$W"
+check "webhook: two replicas" grep -q 'replicas: 2' "$W"
+
 finish deploy_render_test

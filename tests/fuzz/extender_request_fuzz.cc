@@ -1,8 +1,8 @@
 // libFuzzer target: the scheduler extender's decoders of untrusted HTTP bodies (ExtenderArgs,
 // ExtenderBindingArgs, ExtenderPreemptionArgs, the gpu-assignment annotation, the API server's pod
-// and node lists, PodDisruptionBudget lists and pod watch events, the kubeconfig it is given) and
-// the cluster decisions on what they decode must return a value or a Status for any input, never
-// crash, hang or leak.
+// and node lists, PodDisruptionBudget lists and pod watch events, the kubeconfig it is given, and
+// the admission webhook's AdmissionReview) and the cluster decisions on what they decode must
+// return a value or a Status for any input, never crash, hang or leak.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "adapters/k8s/admission.h"
 #include "adapters/k8s/extender_protocol.h"
 #include "adapters/k8s/kube_client.h"
 #include "placement/gpushare/online_cluster.h"
@@ -20,6 +21,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;
   (void)adapters::DecodeBindingArgs(text);
   (void)adapters::DecodeAssignment(text);
+  // The webhook's answer, when there is one, is JSON whose patch applies to the pod it reviewed.
+  if (absl::StatusOr<std::string> reply = adapters::ReviewAdmission(text, {}); reply.ok()) {
+    nlohmann::json r = nlohmann::json::parse(*reply, nullptr, false);
+    if (r.is_discarded() || !r["response"].is_object()) __builtin_trap();
+  }
   // What the API server answers when the extender rebuilds its state (pods, nodes) and follows
   // it (a pod watch's events).
   std::string next, version;

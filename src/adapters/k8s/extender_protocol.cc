@@ -271,6 +271,11 @@ absl::StatusOr<json> ParseJson(absl::string_view body, absl::string_view what) {
   }
 }
 
+absl::StatusOr<GpuRequest> DecodeGpuRequest(const json& pod, const std::string& path) {
+  TESSERA_RETURN_IF_ERROR(RequireObject(pod, path));
+  return DecodeRequest(pod, path);
+}
+
 absl::StatusOr<PodInfo> DecodePod(const json& pod, const std::string& path) {
   TESSERA_RETURN_IF_ERROR(RequireObject(pod, path));
   PodInfo p;

@@ -70,6 +70,10 @@ struct PodInfo {
 };
 
 absl::StatusOr<PodInfo> DecodePod(const nlohmann::json& pod, const std::string& path = "pod");
+// What `pod` asks of GPUs (its annotations, else its nvidia.com/gpu resources); errors name the
+// field under `path`. Needs no name, UID or status: a pod at admission has none of them yet.
+absl::StatusOr<placement::gpushare::GpuRequest> DecodeGpuRequest(const nlohmann::json& pod,
+                                                                 const std::string& path = "pod");
 // A Node object: GPU count from status.allocatable["nvidia.com/gpu"] (else the GFD label
 // nvidia.com/gpu.count), model from nvidia.com/gpu.product, memory from nvidia.com/gpu.memory
 // (else the catalog). Nodes without a known GPU, or whose GPUs are MIG devices (mig strategy

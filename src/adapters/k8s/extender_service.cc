@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "adapters/net/httplib_serve.h"
 #include "base/status.h"
 
 namespace tessera::adapters {
@@ -756,21 +757,7 @@ absl::Status ServeExtender(ExtenderService& svc, const std::string& host, int po
     HttpReply r = svc.Metrics();
     res.set_content(r.body, r.content_type.c_str());
   });
-  int bound = port == 0 ? server.bind_to_any_port(host.c_str())
-                        : (server.bind_to_port(host.c_str(), port) ? port : -1);
-  if (bound < 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port));
-  }
-  if (bound_port != nullptr) {
-    bound_port->store(bound);
-  }
-  std::thread listener([&server] { server.listen_after_bind(); });
-  while (!stop->load()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  server.stop();
-  listener.join();
-  return absl::OkStatus();
+  return ServeUntilStopped(server, host, port, stop, bound_port);
 }
 
 }  // namespace tessera::adapters

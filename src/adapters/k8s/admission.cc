@@ -1,0 +1,245 @@
+#include "adapters/k8s/admission.h"
+
+#include <httplib.h>
+#include <openssl/ssl.h>
+
+#include <set>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "adapters/k8s/decoders.h"
+#include "adapters/k8s/extender_protocol.h"
+#include "adapters/net/httplib_serve.h"
+#include "base/status.h"
+
+namespace tessera::adapters {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kDefaultScheduler[] = "default-scheduler";
+
+absl::Status Bad(const std::string& path, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+}
+
+std::string FieldPathOf(const std::string& annotation) {
+  return absl::StrCat("metadata.annotations['", annotation, "']");
+}
+
+// The annotation-based share request's keys: only pods that use them get the env (a pod asking
+// for nvidia.com/gpu gets its GPUs, and their env, from the device plugin).
+bool AsksForAShare(const json& pod) {
+  const json* meta = pod.contains("metadata") ? &pod["metadata"] : nullptr;
+  if (meta == nullptr || !meta->is_object() || !meta->contains("annotations")) return false;
+  const json& a = (*meta)["annotations"];
+  return a.is_object() && (a.contains(kGpuMemoryAnnotation) || a.contains(kGpuComputeAnnotation));
+}
+
+// "name" of container `c`, for messages.
+std::string NameOf(const json& c, size_t i) {
+  if (c.contains("name") && c["name"].is_string()) return c["name"].get<std::string>();
+  return absl::StrCat("#", i);
+}
+
+}  // namespace
+
+const std::vector<std::pair<std::string, std::string>>& ShareEnv() {
+  static const auto* env = new std::vector<std::pair<std::string, std::string>>{
+      {"NVIDIA_VISIBLE_DEVICES", kVisibleDevicesAnnotation},
+      {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", kMpsMemLimitAnnotation},
+      {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", kMpsThreadPercentageAnnotation},
+      {"TESSERA_GPU_MEMORY_FRACTION", kGpuMemoryFractionAnnotation},
+  };
+  return *env;
+}
+
+absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& options) {
+  PodMutation m;
+  TESSERA_ASSIGN_OR_RETURN(placement::gpushare::GpuRequest req, DecodeGpuRequest(pod, "pod"));
+  if (req.num_gpu == 0 || !AsksForAShare(pod)) return m;
+  const json* spec = pod.contains("spec") ? &pod["spec"] : nullptr;
+  if (spec == nullptr || !spec->is_object()) return Bad("pod.spec", "expected an object");
+  const json* containers = spec->contains("containers") ? &(*spec)["containers"] : nullptr;
+  if (containers == nullptr || !containers->is_array()) {
+    return Bad("pod.spec.containers", "expected an array");
+  }
+
+  if (!options.scheduler_name.empty()) {
+    const json* named = spec->contains("schedulerName") ? &(*spec)["schedulerName"] : nullptr;
+    if (named == nullptr || named->is_null()) {
+      m.patch.push_back(
+          {{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", options.scheduler_name}});
+    } else if (*named == kDefaultScheduler) {
+      m.patch.push_back(
+          {{"op", "replace"}, {"path", "/spec/schedulerName"}, {"value", options.scheduler_name}});
+    } else if (*named != options.scheduler_name) {
+      m.warnings.push_back(absl::StrCat("spec.schedulerName is ", named->dump(),
+                                        ": Tessera's extender places the GPU shares of pods of ",
+                                        options.scheduler_name, " only"));
+    }
+  }
+
+  for (size_t i = 0; i < containers->size(); ++i) {
+    const json& c = (*containers)[i];
+    if (!c.is_object())
+      return Bad(absl::StrCat("pod.spec.containers[", i, "]"), "expected an object");
+    const std::string at = absl::StrCat("/spec/containers/", i, "/env");
+    const json* env = c.contains("env") ? &c["env"] : nullptr;
+    if (env != nullptr && !env->is_null() && !env->is_array()) {
+      return Bad(absl::StrCat("pod.spec.containers[", i, "].env"), "expected an array");
+    }
+    std::set<std::string> present;
+    std::set<std::string> ours;  // already reading our annotation (the webhook ran before)
+    if (env != nullptr && env->is_array()) {
+      for (const json& e : *env) {
+        if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) continue;
+        const std::string name = e["name"].get<std::string>();
+        present.insert(name);
+        for (const auto& [var, annotation] : ShareEnv()) {
+          if (name == var && e.contains("valueFrom") && e["valueFrom"].is_object() &&
+              e["valueFrom"].value("fieldRef", json::object()).value("fieldPath", "") ==
+                  FieldPathOf(annotation)) {
+            ours.insert(name);
+          }
+        }
+      }
+    }
+    json added = json::array();
+    for (const auto& [var, annotation] : ShareEnv()) {
+      if (present.contains(var)) {
+        if (!ours.contains(var)) {
+          m.warnings.push_back(absl::StrCat("container ", NameOf(c, i), " sets ", var,
+                                            " itself; left as it is, so it may not use the "
+                                            "share Tessera assigns"));
+        }
+        continue;
+      }
+      added.push_back(
+          {{"name", var},
+           {"valueFrom",
+            {{"fieldRef", {{"apiVersion", "v1"}, {"fieldPath", FieldPathOf(annotation)}}}}}});
+    }
+    if (added.empty()) continue;
+    if (env == nullptr || env->is_null()) {
+      m.patch.push_back({{"op", "add"}, {"path", at}, {"value", added}});
+    } else {
+      for (json& e : added) {
+        m.patch.push_back({{"op", "add"}, {"path", at + "/-"}, {"value", std::move(e)}});
+      }
+    }
+  }
+  return m;
+}
+
+absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
+                                            const AdmissionOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(json review, ParseJson(body, "AdmissionReview"));
+  if (!review.is_object()) return Bad("AdmissionReview", "expected an object");
+  if (review.value("apiVersion", json()) != "admission.k8s.io/v1" ||
+      review.value("kind", json()) != "AdmissionReview") {
+    return Bad("AdmissionReview",
+               absl::StrCat("expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, "
+                            "found ",
+                            review.value("apiVersion", json()).dump(), " and ",
+                            review.value("kind", json()).dump()));
+  }
+  const json* request = review.contains("request") ? &review["request"] : nullptr;
+  if (request == nullptr || !request->is_object()) {
+    return Bad("AdmissionReview.request", "required object missing");
+  }
+  if (!request->contains("uid") || !(*request)["uid"].is_string() ||
+      (*request)["uid"].get<std::string>().empty()) {
+    return Bad("AdmissionReview.request.uid", "required string missing");
+  }
+  json response = {{"uid", (*request)["uid"]}, {"allowed", true}};
+  const json kind = request->value("kind", json::object());
+  const bool pod_create = kind.is_object() && kind.value("group", json("")) == "" &&
+                          kind.value("kind", json()) == "Pod" &&
+                          request->value("operation", json()) == "CREATE" &&
+                          request->value("subResource", json("")) == "";
+  if (pod_create) {
+    const json* object = request->contains("object") ? &(*request)["object"] : nullptr;
+    if (object == nullptr || !object->is_object()) {
+      return Bad("AdmissionReview.request.object", "required object missing");
+    }
+    absl::StatusOr<PodMutation> m = MutatePod(*object, options);
+    if (!m.ok()) {
+      response["allowed"] = false;
+      response["status"] = {{"status", "Failure"},
+                            {"reason", "BadRequest"},
+                            {"code", 400},
+                            {"message", absl::StrCat("tessera: ", m.status().message())}};
+    } else {
+      if (!m->patch.empty()) {
+        response["patchType"] = "JSONPatch";
+        response["patch"] = absl::Base64Escape(m->patch.dump());
+      }
+      if (!m->warnings.empty()) response["warnings"] = m->warnings;
+    }
+  }
+  return json{{"apiVersion", "admission.k8s.io/v1"},
+              {"kind", "AdmissionReview"},
+              {"response", std::move(response)}}
+      .dump();
+}
+
+namespace {
+
+struct CertFiles {
+  std::string cert;
+  std::string key;
+};
+
+// Called by OpenSSL at every handshake, before the server's certificate is sent.
+int LoadCertificate(SSL* ssl, void* arg) {
+  const auto* files = static_cast<const CertFiles*>(arg);
+  if (SSL_use_certificate_chain_file(ssl, files->cert.c_str()) != 1 ||
+      SSL_use_PrivateKey_file(ssl, files->key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_check_private_key(ssl) != 1) {
+    return 0;  // the handshake fails; the API server reports it and retries the call
+  }
+  return 1;
+}
+
+}  // namespace
+
+absl::Status ServeAdmissionWebhook(const std::string& host, int port, const std::string& cert_file,
+                                   const std::string& key_file, const AdmissionOptions& options,
+                                   const std::atomic<bool>* stop, std::atomic<int>* bound_port) {
+  CertFiles files{cert_file, key_file};
+  {  // Load once now, so that a wrong path or a key that does not match fails at start.
+    SSL_CTX* probe = SSL_CTX_new(TLS_server_method());
+    SSL* ssl = probe != nullptr ? SSL_new(probe) : nullptr;
+    const bool ok = ssl != nullptr && LoadCertificate(ssl, &files) == 1;
+    if (ssl != nullptr) SSL_free(ssl);
+    if (probe != nullptr) SSL_CTX_free(probe);
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls-cert ", cert_file, " / --tls-key ", key_file,
+                       ": cannot load a PEM certificate chain and its private key"));
+    }
+  }
+  httplib::SSLServer server([&files](SSL_CTX& ctx) {
+    SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+    SSL_CTX_set_cert_cb(&ctx, LoadCertificate, &files);
+    return true;
+  });
+  if (!server.is_valid()) return absl::InternalError("cannot set up TLS");
+  server.set_payload_max_length(size_t{16} << 20);
+  server.Post("/mutate", [&options](const httplib::Request& req, httplib::Response& res) {
+    absl::StatusOr<std::string> reply = ReviewAdmission(req.body, options);
+    if (!reply.ok()) {
+      res.status = 400;
+      res.set_content(std::string(reply.status().message()) + "\n", "text/plain");
+      return;
+    }
+    res.set_content(*reply, "application/json");
+  });
+  server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  return ServeUntilStopped(server, host, port, stop, bound_port);
+}
+
+}  // namespace tessera::adapters

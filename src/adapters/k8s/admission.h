@@ -1,0 +1,60 @@
+// Tessera's mutating admission webhook for pods (admission.k8s.io/v1 AdmissionReview). A pod that
+// asks for a share of a GPU with the planner's annotations (tessera.io/gpu-memory and
+// tessera.io/gpu-compute) gets, in each of its containers, the env that reads what the
+// extender's bind writes (extender_protocol.h: NVIDIA_VISIBLE_DEVICES from
+// tessera.io/visible-devices, ...), and is sent to the extender's scheduler profile. So a pod needs
+// only the two annotations to be placed on a share and to use exactly that share.
+//
+// Example:
+//   absl::StatusOr<std::string> reply = ReviewAdmission(body, {.scheduler_name =
+//   "tessera-scheduler"});
+//   // reply: {"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":...,
+//   //   "allowed":true,"patchType":"JSONPatch","patch":"<base64 JSON Patch>"}}
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::adapters {
+
+struct AdmissionOptions {
+  // Set as spec.schedulerName where the pod names none or "default-scheduler"; "" leaves it.
+  std::string scheduler_name = "tessera-scheduler";
+};
+
+// The env a sharing pod's containers get: variable name and the annotation it reads.
+const std::vector<std::pair<std::string, std::string>>& ShareEnv();
+
+struct PodMutation {
+  nlohmann::json patch = nlohmann::json::array();  // RFC 6902 operations; empty: nothing to do
+  std::vector<std::string> warnings;               // shown to the client (kubectl) as warnings
+};
+
+// What the webhook does to `pod` (the object as the API server sends it at CREATE: it may have
+// no name yet). An error (the pod is refused) when its GPU annotations are wrong, with the
+// field and what was expected, as the extender would report them at filter.
+absl::StatusOr<PodMutation> MutatePod(const nlohmann::json& pod, const AdmissionOptions& options);
+
+// Answers one AdmissionReview request body with its AdmissionReview response. Pods refused by
+// MutatePod are answered allowed: false with the reason; anything but a pod's CREATE is allowed
+// unchanged. InvalidArgument (HTTP 400) when the body is not an admission.k8s.io/v1
+// AdmissionReview request.
+absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
+                                            const AdmissionOptions& options);
+
+// Serves POST /mutate (ReviewAdmission) and GET /healthz over HTTPS on host:port (port 0: any
+// free one, stored in *bound_port) until *stop. The certificate chain and key are read from
+// their files at every TLS handshake, so a renewed certificate (a Secret volume updated by
+// cert-manager) is served from the next connection on. Fails at start if they do not load.
+absl::Status ServeAdmissionWebhook(const std::string& host, int port, const std::string& cert_file,
+                                   const std::string& key_file, const AdmissionOptions& options,
+                                   const std::atomic<bool>* stop, std::atomic<int>* bound_port);
+
+}  // namespace tessera::adapters

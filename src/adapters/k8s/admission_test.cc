@@ -1,0 +1,223 @@
+#include "adapters/k8s/admission.h"
+
+#include <httplib.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/escaping.h"
+#include "adapters/io/files.h"
+#include "adapters/k8s/extender_protocol.h"
+#include "adapters/net/test_certs.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera::adapters {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+json Review() {
+  absl::StatusOr<std::string> text =
+      ReadFile(std::string(TESSERA_SOURCE_DIR) + "/tests/data/extender/admission-review-pod.json");
+  EXPECT_TRUE(text.ok()) << text.status();
+  return json::parse(*text);
+}
+
+json Respond(const json& review, const AdmissionOptions& options = {}) {
+  absl::StatusOr<std::string> reply = ReviewAdmission(review.dump(), options);
+  EXPECT_TRUE(reply.ok()) << reply.status();
+  json r = json::parse(*reply);
+  EXPECT_EQ(r["apiVersion"], "admission.k8s.io/v1");
+  EXPECT_EQ(r["kind"], "AdmissionReview");
+  EXPECT_EQ(r["response"]["uid"], review["request"]["uid"]);
+  return r["response"];
+}
+
+json PatchOf(const json& response) {
+  EXPECT_EQ(response["patchType"], "JSONPatch");
+  std::string decoded;
+  EXPECT_TRUE(absl::Base64Unescape(response["patch"].get<std::string>(), &decoded));
+  return json::parse(decoded);
+}
+
+json EnvRef(const std::string& name, const std::string& annotation) {
+  return {
+      {"name", name},
+      {"valueFrom",
+       {{"fieldRef",
+         {{"apiVersion", "v1"}, {"fieldPath", "metadata.annotations['" + annotation + "']"}}}}}};
+}
+
+// A pod a ReplicaSet creates (no name or UID yet), with the two share annotations, two
+// containers (one with env already) and the default scheduler, as the API server sends it.
+TEST(Admission, SharingPodGetsTheEnvTheBindAnnotationsFillAndTheExtendersScheduler) {
+  json review = Review();
+  json response = Respond(review);
+  EXPECT_EQ(response["allowed"], true);
+  EXPECT_FALSE(response.contains("warnings"));
+  json patch = PatchOf(response);
+  // Applied as the API server applies it (RFC 6902).
+  json pod = review["request"]["object"].patch(patch);
+  EXPECT_EQ(pod["spec"]["schedulerName"], "tessera-scheduler");
+  const json want =
+      json::array({EnvRef("NVIDIA_VISIBLE_DEVICES", kVisibleDevicesAnnotation),
+                   EnvRef("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", kMpsMemLimitAnnotation),
+                   EnvRef("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", kMpsThreadPercentageAnnotation),
+                   EnvRef("TESSERA_GPU_MEMORY_FRACTION", kGpuMemoryFractionAnnotation)});
+  EXPECT_EQ(pod["spec"]["containers"][0]["env"], want);
+  // The container with env keeps its own, first.
+  json second = json::array({{{"name", "LISTEN"}, {"value", "9100"}}});
+  for (const json& e : want) second.push_back(e);
+  EXPECT_EQ(pod["spec"]["containers"][1]["env"], second);
+  // Each annotation the env reads is one the extender's bind writes.
+  const auto written =
+      AssignmentAnnotations({.node = "n", .gpus = {0}, .milli_per_gpu = 214}, int64_t{1} << 30);
+  for (const auto& [var, annotation] : ShareEnv()) {
+    EXPECT_TRUE(written.contains(annotation)) << var << " reads " << annotation;
+  }
+  // Called again on its own result (reinvocation), it changes and warns nothing.
+  absl::StatusOr<PodMutation> again = MutatePod(pod, {});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->patch, json::array());
+  EXPECT_TRUE(again->warnings.empty());
+}
+
+TEST(Admission, LeavesPodsThatShareNoGpuAndWarnsWhereItLeavesTheUsersChoice) {
+  json review = Review();
+  json& pod = review["request"]["object"];
+  // No annotations: nothing.
+  json plain = review;
+  plain["request"]["object"]["metadata"].erase("annotations");
+  json r = Respond(plain);
+  EXPECT_EQ(r["allowed"], true);
+  EXPECT_FALSE(r.contains("patch"));
+  // Whole GPUs from the device plugin (nvidia.com/gpu, no annotations): its env, not ours.
+  plain["request"]["object"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 2;
+  r = Respond(plain);
+  EXPECT_FALSE(r.contains("patch"));
+
+  // A container that sets one of the variables keeps its value, with a warning; another
+  // scheduler named by the pod is kept, with a warning.
+  pod["spec"]["containers"][1]["env"].push_back(
+      {{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}});
+  pod["spec"]["schedulerName"] = "my-scheduler";
+  r = Respond(review);
+  EXPECT_EQ(r["allowed"], true);
+  json patched = pod.patch(PatchOf(r));
+  EXPECT_EQ(patched["spec"]["schedulerName"], "my-scheduler");
+  const json& env = patched["spec"]["containers"][1]["env"];
+  EXPECT_EQ(env.size(), 5u);  // LISTEN, its own NVIDIA_VISIBLE_DEVICES, and three of ours
+  EXPECT_EQ(env[1], json({{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}}));
+  EXPECT_THAT(r["warnings"].dump(),
+              HasSubstr("container metrics-proxy sets NVIDIA_VISIBLE_DEVICES"));
+  EXPECT_THAT(r["warnings"].dump(), HasSubstr("spec.schedulerName is \\\"my-scheduler\\\""));
+
+  // No scheduler named: set. With scheduler_name "" the webhook leaves it alone.
+  pod["spec"].erase("schedulerName");
+  EXPECT_EQ(pod.patch(PatchOf(Respond(review)))["spec"]["schedulerName"], "tessera-scheduler");
+  EXPECT_FALSE(pod.patch(PatchOf(Respond(review, {.scheduler_name = ""})))["spec"].contains(
+      "schedulerName"));
+
+  // Not a pod's CREATE: allowed unchanged.
+  json update = Review();
+  update["request"]["operation"] = "UPDATE";
+  EXPECT_FALSE(Respond(update).contains("patch"));
+  json deployment = Review();
+  deployment["request"]["kind"] = {{"group", "apps"}, {"version", "v1"}, {"kind", "Deployment"}};
+  EXPECT_FALSE(Respond(deployment).contains("patch"));
+}
+
+TEST(Admission, RefusesPodsWithWrongAnnotationsAndAnswers400ToWhatIsNotAReview) {
+  json review = Review();
+  review["request"]["object"]["metadata"]["annotations"]["tessera.io/gpu-memory"] = "30Gx";
+  json r = Respond(review);
+  EXPECT_EQ(r["allowed"], false);
+  EXPECT_EQ(r["status"]["code"], 400);
+  EXPECT_THAT(r["status"]["message"].get<std::string>(),
+              HasSubstr("pod.metadata.annotations[\"tessera.io/gpu-memory\"]"));
+  EXPECT_FALSE(r.contains("patch"));
+  review["request"]["object"]["metadata"]["annotations"].erase("tessera.io/gpu-memory");
+  EXPECT_THAT(Respond(review)["status"]["message"].get<std::string>(), HasSubstr("set both"));
+
+  EXPECT_THAT(ReviewAdmission("{", {}).status().message(), HasSubstr("AdmissionReview"));
+  json v1beta1 = Review();
+  v1beta1["apiVersion"] = "admission.k8s.io/v1beta1";
+  EXPECT_THAT(ReviewAdmission(v1beta1.dump(), {}).status().message(),
+              HasSubstr("expected apiVersion admission.k8s.io/v1"));
+  json no_uid = Review();
+  no_uid["request"].erase("uid");
+  EXPECT_EQ(ReviewAdmission(no_uid.dump(), {}).status().message(),
+            "AdmissionReview.request.uid: required string missing");
+  json no_object = Review();
+  no_object["request"]["object"] = nullptr;
+  EXPECT_EQ(ReviewAdmission(no_object.dump(), {}).status().message(),
+            "AdmissionReview.request.object: required object missing");
+  json bad_env = Review();
+  bad_env["request"]["object"]["spec"]["containers"][1]["env"] = "LISTEN=9100";
+  EXPECT_THAT(Respond(bad_env)["status"]["message"].get<std::string>(),
+              HasSubstr("pod.spec.containers[1].env: expected an array"));
+}
+
+// Over HTTPS, as the API server calls it; the certificate is read at each handshake, so
+// replacing the files (cert-manager renewing the Secret) is served from the next connection.
+TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
+  testing::TestCerts first, second;
+  ASSERT_TRUE(first.ok()) << first.error();
+  ASSERT_TRUE(second.ok()) << second.error();
+  const std::string dir = ::testing::TempDir() + "/webhook-certs";
+  std::filesystem::create_directories(dir);
+  const std::string cert = dir + "/tls.crt", key = dir + "/tls.key";
+  auto install = [&](const testing::TestCerts& pki) {
+    // As the kubelet updates a Secret volume: new files renamed into place.
+    std::filesystem::copy_file(pki.server_cert(), cert + ".new",
+                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(pki.server_key(), key + ".new",
+                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::rename(key + ".new", key);
+    std::filesystem::rename(cert + ".new", cert);
+  };
+  install(first);
+
+  EXPECT_THAT(ServeAdmissionWebhook("127.0.0.1", 0, dir + "/missing.crt", key, {}, nullptr, nullptr)
+                  .message(),
+              HasSubstr("cannot load a PEM certificate chain and its private key"));
+  EXPECT_THAT(ServeAdmissionWebhook("127.0.0.1", 0, cert, second.server_key(), {}, nullptr, nullptr)
+                  .message(),
+              HasSubstr("cannot load"));  // a key that is not the certificate's
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> port{0};
+  absl::Status served;
+  std::thread server(
+      [&] { served = ServeAdmissionWebhook("127.0.0.1", 0, cert, key, {}, &stop, &port); });
+  while (port.load() == 0 && served.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto post = [&](const std::string& ca, const std::string& body) {
+    httplib::SSLClient c("127.0.0.1", port.load());
+    c.set_ca_cert_path(ca.c_str());
+    c.enable_server_certificate_verification(true);
+    return c.Post("/mutate", body, "application/json");
+  };
+  httplib::Result r = post(first.ca(), Review().dump());
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body)["response"]["allowed"], true);
+  EXPECT_FALSE(post(second.ca(), Review().dump()));  // not the certificate it serves
+  r = post(first.ca(), "not json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("AdmissionReview"));
+
+  install(second);
+  EXPECT_FALSE(post(first.ca(), Review().dump()));
+  r = post(second.ca(), Review().dump());
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  stop.store(true);
+  server.join();
+  EXPECT_TRUE(served.ok()) << served;
+}
+
+}  // namespace
+}  // namespace tessera::adapters

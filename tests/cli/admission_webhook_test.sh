@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# End-to-end test of `tessera admission-webhook`: served over HTTPS with a throw-away CA, it
+# answers an AdmissionReview of a sharing pod with the JSON Patch that adds the env reading the
+# extender's bind annotations, refuses a pod with a wrong annotation, answers 400 to what is not
+# a review, exits 0 on SIGTERM and 1 on bad flags. Usage: admission_webhook_test.sh TESSERA
+set -u
+TESSERA=${1:?usage: admission_webhook_test.sh path/to/tessera}
+ROOT=${TESSERA_SOURCE_DIR:?}
+WORK=$(mktemp -d)
+PID=""
+trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+(
+  cd "$WORK" &&
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=test-ca &&
+    openssl req -newkey rsa:2048 -nodes -keyout tls.key -out tls.csr \
+      -subj /CN=tessera-webhook.tessera-system.svc &&
+    printf 'subjectAltName=DNS:tessera-webhook.tessera-system.svc,IP:127.0.0.1\n' >ext &&
+    openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out tls.crt -days 2 \
+      -extfile ext
+) >"$WORK/openssl.log" 2>&1
+check "test certificates made" test -s "$WORK/tls.crt"
+
+"$TESSERA" admission-webhook --listen 127.0.0.1:0 --tls-cert "$WORK/tls.crt" \
+  --tls-key "$WORK/tls.key" 2>"$WORK/stderr" &
+PID=$!
+for _ in $(seq 100); do
+  grep -q 'listening on' "$WORK/stderr" && break
+  sleep 0.1
+done
+PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/stderr")
+check "announces its port" test -n "$PORT"
+
+post() {  # post FILE -> prints "STATUS BODY", verifying the server against the test CA
+  curl -s --cacert "$WORK/ca.crt" -o "$WORK/body" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary "@$1" "https://127.0.0.1:$PORT/mutate"
+  echo " $(cat "$WORK/body")"
+}
+out=$(post "$ROOT/tests/data/extender/admission-review-pod.json")
+check "review answered 200" test "${out%% *}" = 200
+echo "${out#* }" >"$WORK/response.json"
+check "the pod gets the env and the extender's scheduler" python3 - "$WORK/response.json" <<'PY'
+import base64, json, sys
+r = json.load(open(sys.argv[1]))["response"]
+assert r["uid"] == "0df28fbd-5f5f-11e8-bc74-36e6bb280816" and r["allowed"] is True, r
+ops = json.loads(base64.b64decode(r["patch"]))
+assert {"op": "replace", "path": "/spec/schedulerName", "value": "tessera-scheduler"} in ops, ops
+first = [o for o in ops if o["path"] == "/spec/containers/0/env"][0]["value"]
+assert first[0] == {"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"fieldRef": {
+    "apiVersion": "v1", "fieldPath": "metadata.annotations['tessera.io/visible-devices']"}}}, first
+assert len([o for o in ops if o["path"] == "/spec/containers/1/env/-"]) == 4, ops
+PY
+python3 - "$ROOT/tests/data/extender/admission-review-pod.json" >"$WORK/bad.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["request"]["object"]["metadata"]["annotations"]["tessera.io/gpu-compute"] = "2.5"
+print(json.dumps(r))
+PY
+out=$(post "$WORK/bad.json")
+check "a wrong annotation is refused" grep -q '"allowed":false' <<<"$out"
+check "naming the annotation" grep -q 'tessera.io/gpu-compute' <<<"$out"
+echo 'not a review' >"$WORK/junk"
+out=$(post "$WORK/junk")
+check "what is not a review gets 400" test "${out%% *}" = 400
+check "healthz" bash -c "curl -s --cacert '$WORK/ca.crt' https://127.0.0.1:$PORT/healthz | grep -qx ok"
+check "plain HTTP is not served" bash -c "! curl -s -m 5 http://127.0.0.1:$PORT/healthz | grep -q ok"
+
+kill -TERM "$PID"
+wait "$PID"
+rc=$?
+PID=""
+check "exits 0 on SIGTERM" test "$rc" = 0
+
+"$TESSERA" admission-webhook --listen 127.0.0.1:0 --tls-cert "$WORK/tls.crt" \
+  --tls-key "$WORK/ca.key" 2>"$WORK/err"
+check "a key that is not the certificate's exits 1" test $? = 1
+check "and says so" grep -q 'cannot load a PEM certificate chain and its private key' "$WORK/err"
+"$TESSERA" admission-webhook --listen nowhere --tls-cert "$WORK/tls.crt" --tls-key "$WORK/tls.key" \
+  2>"$WORK/err"
+check "bad --listen exits 1" test $? = 1
+"$TESSERA" admission-webhook --listen 127.0.0.1:0 2>"$WORK/err"
+check "no certificate exits non-zero" test $? != 0
+
+finish admission_webhook_test
