@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "adapters/k8s/admission.h"
+#include "cmd/listen_address.h"
 #include "cmd/signals.h"
 
 namespace tessera::cmd {
@@ -19,18 +20,13 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int RunAdmissionWebhook(const WebhookFlags& flags) {
-  size_t colon = flags.listen.rfind(':');
+  std::string host;
   int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(flags.listen.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
+  if (!SplitListen(flags.listen, &host, &port)) {
     return Fail(absl::StrCat("--listen ", flags.listen, ": expected HOST:PORT, e.g. 0.0.0.0:8443"));
   }
   if (flags.tls_cert.empty() || flags.tls_key.empty()) {
     return Fail("--tls-cert and --tls-key are required: the API server calls webhooks over HTTPS");
-  }
-  std::string host = flags.listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
   }
   std::atomic<bool>& stop = StopOnSignal();
   std::atomic<int> bound{0};

@@ -9,6 +9,7 @@
 #include "adapters/io/files.h"
 #include "adapters/k8s/extender_service.h"
 #include "base/clock.h"
+#include "cmd/listen_address.h"
 #include "cmd/metrics_endpoint.h"
 #include "cmd/signals.h"
 #include "placement/gpushare/fragmentation.h"
@@ -32,10 +33,9 @@ void Report(const char* what, const std::vector<std::string>& problems) {
 }  // namespace
 
 int RunSchedulerExtender(const ExtenderFlags& flags) {
-  size_t colon = flags.listen.rfind(':');
+  std::string host;
   int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(flags.listen.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
+  if (!SplitListen(flags.listen, &host, &port)) {
     return Fail(absl::StrCat("--listen ", flags.listen, ": expected HOST:PORT, e.g. 0.0.0.0:8888"));
   }
   // (Negated so that NaN fails too.)
@@ -46,10 +46,6 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
   if (!(flags.node_resync_seconds >= 0 && flags.node_resync_seconds <= 86400)) {
     return Fail(absl::StrCat("--node-resync ", flags.node_resync_seconds,
                              ": expected seconds from 0 (nodes with --resync only) to 86400"));
-  }
-  std::string host = flags.listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
   }
 
   // Restart recovery input: files if given, else the API.

@@ -25,11 +25,7 @@ check "test certificates made" test -s "$WORK/tls.crt"
 "$TESSERA" admission-webhook --listen 127.0.0.1:0 --tls-cert "$WORK/tls.crt" \
   --tls-key "$WORK/tls.key" 2>"$WORK/stderr" &
 PID=$!
-for _ in $(seq 100); do
-  grep -q 'listening on' "$WORK/stderr" && break
-  sleep 0.1
-done
-PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/stderr")
+PORT=$(announced_port "$WORK/stderr")
 check "announces its port" test -n "$PORT"
 
 post() {  # post FILE -> prints "STATUS BODY", verifying the server against the test CA

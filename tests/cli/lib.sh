@@ -1,7 +1,8 @@
 # Shared by the CLI tests: `check NAME COMMAND...` runs COMMAND and counts a pass or a failure
 # (naming NAME on stderr); `finish TEST` prints the tally and returns non-zero on any failure;
 # `azure_trace OUT SEED` writes a 20-minute Azure-format LLM trace (a base load with two
-# one-minute bursts) for the `sim autoscale` tests.
+# one-minute bursts) for the `sim autoscale` tests; `announced_port LOG` the port a server
+# announced on stderr.
 passed=0
 failed=0
 check() {
@@ -28,4 +29,13 @@ with open(sys.argv[1], "w") as f:
         stamp = (t0 + datetime.timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M:%S.%f")
         f.write(f"{stamp}0,{random.randint(200, 4000)},{random.randint(10, 400)}\n")
 PY
+}
+# `announced_port LOG`: waits up to 10 s for a server's "listening on HOST:PORT" line in LOG and
+# prints PORT (nothing if it never came).
+announced_port() {
+  for _ in $(seq 100); do
+    grep -q 'listening on' "$1" && break
+    sleep 0.1
+  done
+  sed -n 's/.*listening on [^ ]*:\([0-9][0-9]*\).*/\1/p' "$1" | head -1
 }

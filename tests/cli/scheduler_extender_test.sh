@@ -40,11 +40,7 @@ PY
 env -u KUBERNETES_SERVICE_HOST "$TESSERA" scheduler-extender --listen 127.0.0.1:0 \
   --metrics-listen 127.0.0.1:0 --nodes "$WORK/nodes.json" --pods "$WORK/pods.json" 2>"$WORK/stderr" &
 PID=$!
-for _ in $(seq 100); do
-  grep -q 'listening on' "$WORK/stderr" && break
-  sleep 0.1
-done
-PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/stderr")
+PORT=$(announced_port "$WORK/stderr")
 check "announces its port" test -n "$PORT"
 check "restored 8 running pods, not the finished one" grep -q '8 pods holding GPUs restored' "$WORK/stderr"
 # --metrics-listen: /metrics alone on its own port (the extender's own stays private).
