@@ -36,6 +36,17 @@ bool AsksForAShare(const json& pod) {
   return a.is_object() && (a.contains(kGpuMemoryAnnotation) || a.contains(kGpuComputeAnnotation));
 }
 
+// An env entry's valueFrom.fieldRef.fieldPath; "" when it has none. (Checked at each level:
+// anyone who reaches the webhook's port can send any shape.)
+std::string FieldPathIn(const json& e) {
+  const json* at = &e;
+  for (const char* key : {"valueFrom", "fieldRef", "fieldPath"}) {
+    if (!at->is_object() || !at->contains(key)) return "";
+    at = &(*at)[key];
+  }
+  return at->is_string() ? at->get<std::string>() : "";
+}
+
 // "name" of container `c`, for messages.
 std::string NameOf(const json& c, size_t i) {
   if (c.contains("name") && c["name"].is_string()) return c["name"].get<std::string>();
@@ -97,9 +108,7 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
         const std::string name = e["name"].get<std::string>();
         present.insert(name);
         for (const auto& [var, annotation] : ShareEnv()) {
-          if (name == var && e.contains("valueFrom") && e["valueFrom"].is_object() &&
-              e["valueFrom"].value("fieldRef", json::object()).value("fieldPath", "") ==
-                  FieldPathOf(annotation)) {
+          if (name == var && FieldPathIn(e) == FieldPathOf(annotation)) {
             ours.insert(name);
           }
         }

@@ -154,6 +154,18 @@ TEST(Admission, RefusesPodsWithWrongAnnotationsAndAnswers400ToWhatIsNotAReview) 
   no_object["request"]["object"] = nullptr;
   EXPECT_EQ(ReviewAdmission(no_object.dump(), {}).status().message(),
             "AdmissionReview.request.object: required object missing");
+  // Shapes a real API server never sends (it decodes the pod first), but anyone who reaches the
+  // port can: answered, not thrown.
+  json odd = Review();
+  odd["request"]["object"]["spec"]["containers"][1]["env"] =
+      json::array({{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"valueFrom", {{"fieldRef", "x"}}}},
+                   {{"name", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"},
+                    {"valueFrom", {{"fieldRef", {{"fieldPath", 7}}}}}},
+                   {{"name", 5}},
+                   "loose"});
+  json odd_response = Respond(odd);
+  EXPECT_EQ(odd_response["allowed"], true);
+  EXPECT_THAT(odd_response["warnings"].dump(), HasSubstr("sets CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"));
   json bad_env = Review();
   bad_env["request"]["object"]["spec"]["containers"][1]["env"] = "LISTEN=9100";
   EXPECT_THAT(Respond(bad_env)["status"]["message"].get<std::string>(),
