@@ -27,13 +27,21 @@ std::string FieldPathOf(const std::string& annotation) {
   return absl::StrCat("metadata.annotations['", annotation, "']");
 }
 
-// The annotation-based share request's keys: only pods that use them get the env (a pod asking
-// for nvidia.com/gpu gets its GPUs, and their env, from the device plugin).
+// Whether the pod asks for GPUs with the share annotations, read as DecodeGpuRequest reads them
+// (an empty value is no value): only such pods get the env. A pod asking for nvidia.com/gpu gets
+// its GPUs, and their env, from the device plugin, and is none of the webhook's business.
 bool AsksForAShare(const json& pod) {
-  const json* meta = pod.contains("metadata") ? &pod["metadata"] : nullptr;
-  if (meta == nullptr || !meta->is_object() || !meta->contains("annotations")) return false;
-  const json& a = (*meta)["annotations"];
-  return a.is_object() && (a.contains(kGpuMemoryAnnotation) || a.contains(kGpuComputeAnnotation));
+  if (!pod.is_object() || !pod.contains("metadata")) return false;
+  const json& meta = pod["metadata"];
+  if (!meta.is_object() || !meta.contains("annotations")) return false;
+  const json& a = meta["annotations"];
+  if (!a.is_object()) return false;
+  for (const char* key : {kGpuMemoryAnnotation, kGpuComputeAnnotation}) {
+    if (a.contains(key) && !(a[key].is_string() && a[key].get<std::string>().empty())) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // An env entry's valueFrom.fieldRef.fieldPath; "" when it has none. (Checked at each level:
@@ -67,8 +75,9 @@ const std::vector<std::pair<std::string, std::string>>& ShareEnv() {
 
 absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& options) {
   PodMutation m;
+  if (!AsksForAShare(pod)) return m;  // nor is anything else wrong with it the webhook's to say
   TESSERA_ASSIGN_OR_RETURN(placement::gpushare::GpuRequest req, DecodeGpuRequest(pod, "pod"));
-  if (req.num_gpu == 0 || !AsksForAShare(pod)) return m;
+  if (req.num_gpu == 0) return m;
   const json* spec = pod.contains("spec") ? &pod["spec"] : nullptr;
   if (spec == nullptr || !spec->is_object()) return Bad("pod.spec", "expected an object");
   const json* containers = spec->contains("containers") ? &(*spec)["containers"] : nullptr;

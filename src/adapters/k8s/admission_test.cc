@@ -97,6 +97,14 @@ TEST(Admission, LeavesPodsThatShareNoGpuAndWarnsWhereItLeavesTheUsersChoice) {
   plain["request"]["object"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 2;
   r = Respond(plain);
   EXPECT_FALSE(r.contains("patch"));
+  // Empty share annotations are no ask (as the extender reads them): still the device plugin's.
+  plain["request"]["object"]["metadata"]["annotations"] = {{"tessera.io/gpu-memory", ""},
+                                                           {"tessera.io/gpu-compute", ""}};
+  EXPECT_FALSE(Respond(plain).contains("patch"));
+  // What is wrong with a pod that asks no share is not the webhook's to refuse.
+  plain["request"]["object"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] =
+      "two";
+  EXPECT_EQ(Respond(plain)["allowed"], true);
 
   // A container that sets one of the variables keeps its value, with a warning; another
   // scheduler named by the pod is kept, with a warning.

@@ -206,10 +206,8 @@ void ExtenderService::ApplyPodEvent(const PodEvent& e, std::vector<std::string>*
   ++pod_events_;
   if (!e.resource_version.empty()) pods_version_ = e.resource_version;
   if (e.type == "BOOKMARK") return;
-  if (e.type == "DELETED") {
-    cluster_.Release(e.pod.uid);
-    cluster_.ClearNomination(e.pod.uid);
-    labeled_.erase(e.pod.uid);
+  if (e.type == "DELETED" || (!e.pod.node_name.empty() && !e.pod.active())) {  // gone, ended
+    Forget(e.pod.uid);
     return;
   }
   if (e.pod.node_name.empty()) {
@@ -219,19 +217,13 @@ void ExtenderService::ApplyPodEvent(const PodEvent& e, std::vector<std::string>*
     Nominate(e.pod);
     return;
   }
-  if (!e.pod.active()) {  // ended
-    cluster_.Release(e.pod.uid);
-    cluster_.ClearNomination(e.pod.uid);
-    labeled_.erase(e.pod.uid);
-    return;
-  }
   cluster_.ClearNomination(e.pod.uid);
   // The rules of a list: an assignment that cannot be read or names another node is reported and
   // not held; a bound pod without one holds nothing (the extender annotates before it binds).
   std::map<std::string, Assignment> live = LiveAssignments({e.pod}, problems);
   auto it = live.find(e.pod.uid);
   if (it == live.end()) {
-    cluster_.Release(e.pod.uid);
+    Forget(e.pod.uid);
     return;
   }
   if (absl::Status s = cluster_.Restore(e.pod.uid, it->second); !s.ok()) {
@@ -239,6 +231,12 @@ void ExtenderService::ApplyPodEvent(const PodEvent& e, std::vector<std::string>*
   }
   cluster_.SetImportance(e.pod.uid, e.pod.priority, e.pod.started, e.pod.ending);
   Label(e.pod);
+}
+
+void ExtenderService::Forget(const std::string& uid) {
+  cluster_.Release(uid);
+  cluster_.ClearNomination(uid);
+  labeled_.erase(uid);
 }
 
 void ExtenderService::Label(const PodInfo& pod) {
@@ -563,8 +561,7 @@ HttpReply ExtenderService::Bind(const std::string& body) {
   }
   auto release = [&] {
     absl::MutexLock lock(&mu_);
-    cluster_.Release(b->pod_uid);
-    labeled_.erase(b->pod_uid);
+    Forget(b->pod_uid);
   };
   if (req->num_gpu > 0) {
     json patch = {

@@ -100,6 +100,8 @@ class ExtenderService {
   // Fetches from the API the nodes of `names` the extender does not know yet.
   void LearnNodeNames(const std::vector<std::string>& names);
   void Remember(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases what pod `uid` holds, its nomination and its labels (it ended, or holds nothing).
+  void Forget(const std::string& uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps `pod`'s labels while it holds GPUs, forgets them once it holds none.
   void Label(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Count(const std::string& verb, int status) const;

@@ -1484,8 +1484,10 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
   }
   api.DeletePod("inference/chat-2");
   EXPECT_TRUE(eventually([&] { return !standby.svc->Held(second_uid).has_value(); }));
-  // Applied from the watch: the bind, the edited pod, the bookmark, the end and the deletion (the
-  // odd event is skipped), and the second pod's addition unless the relist already had it.
+  // Applied from the watch: the bind (two events since every pod is watched: the annotation on the
+  // pending pod, then the binding), the edited pod, the bookmark, the end and the deletion (the
+  // odd event is skipped), and the second pod's addition unless the relist after the 410 already
+  // had it (which of the two comes first is a race: 7 was seen under load, 6 alone).
   const std::string metrics = standby.svc->Metrics().body;
   const std::string key = "\ntessera_extender_pod_events_total ";
   ASSERT_THAT(metrics, HasSubstr(key));
@@ -1494,8 +1496,8 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
       metrics.substr(metrics.find(key) + key.size(),
                      metrics.find('\n', metrics.find(key) + 1) - metrics.find(key) - key.size()),
       &events));
-  EXPECT_GE(events, 5);
-  EXPECT_LE(events, 6);
+  EXPECT_GE(events, 6);
+  EXPECT_LE(events, 7);
 
   // A stop ends an idle watch long before its 30 s.
   auto asked = std::chrono::steady_clock::now();
