@@ -91,8 +91,8 @@ int Main(int argc, char** argv) {
       "Seconds between lists of nodes and pods from the API, with pods watched in between "
       "(0: neither; default 300)");
   ext_cmd->add_option("--node-resync", ext.node_resync_seconds,
-                      "Seconds between lists of the nodes alone, when shorter than --resync "
-                      "(0: nodes with --resync only; default 30)");
+                      "Seconds between lists of the nodes, with nodes watched in between (0: "
+                      "nodes listed with --resync, not watched; default 300)");
   ext_cmd->add_option("--metrics-listen", ext.metrics_listen,
                       "HOST:PORT serving only GET /metrics, for Prometheus (the extender's own "
                       "--listen stays private); default none");

@@ -44,8 +44,9 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
                              ": expected seconds from 0 (no lists, no watch) to 86400"));
   }
   if (!(flags.node_resync_seconds >= 0 && flags.node_resync_seconds <= 86400)) {
-    return Fail(absl::StrCat("--node-resync ", flags.node_resync_seconds,
-                             ": expected seconds from 0 (nodes with --resync only) to 86400"));
+    return Fail(absl::StrCat(
+        "--node-resync ", flags.node_resync_seconds,
+        ": expected seconds from 0 (nodes listed with --resync, not watched) to 86400"));
   }
 
   // Restart recovery input: files if given, else the API.

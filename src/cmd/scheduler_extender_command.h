@@ -13,7 +13,7 @@ struct ExtenderFlags {
   std::string nodes_file;  // optional `kubectl get nodes -o json`, instead of the API at start
   std::string pods_file;   // optional `kubectl get pods -A -o json`, instead of the API at start
   double resync_seconds = 300;
-  double node_resync_seconds = 30;
+  double node_resync_seconds = 300;
   std::string metrics_listen;  // HOST:PORT for GET /metrics only; "" = none
 };
 

@@ -136,7 +136,7 @@ for v in -1 nan inf 1e9; do
   check "--resync $v says what is expected" grep -q 'expected seconds from 0 (no lists, no watch) to 86400' "$WORK/err"
   "$TESSERA" scheduler-extender --listen 127.0.0.1:0 --node-resync "$v" 2>"$WORK/err"
   check "--node-resync $v exits 1" test $? = 1
-  check "--node-resync $v says what is expected" grep -q -- "--node-resync .*: expected seconds from 0 (nodes with --resync only) to 86400" "$WORK/err"
+  check "--node-resync $v says what is expected" grep -q -- "--node-resync .*: expected seconds from 0 (nodes listed with --resync, not watched) to 86400" "$WORK/err"
 done
 
 finish scheduler_extender_test

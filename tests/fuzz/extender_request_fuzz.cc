@@ -27,10 +27,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (r.is_discarded() || !r["response"].is_object()) __builtin_trap();
   }
   // What the API server answers when the extender rebuilds its state (pods, nodes) and follows
-  // it (a pod watch's events).
+  // it (the pod and node watches' events).
   std::string next, version;
   (void)adapters::DecodePodList(text, &next, &version);
   (void)adapters::DecodePodEvent(text);
+  (void)adapters::DecodeNodeEvent(text);
   (void)adapters::DecodeNodeListJson(text, &next);
   if (auto budgets = adapters::DecodeDisruptionBudgetList(text, &next); budgets.ok()) {
     for (const auto& b : *budgets) (void)b.Covers(b.ns, "p", b.selector.match_labels);

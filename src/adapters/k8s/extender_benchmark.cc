@@ -285,6 +285,123 @@ void BM_DecodePodEvent(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodePodEvent)->Unit(benchmark::kMicrosecond);
 
+// A GPU node as `GET /api/v1/nodes` returns it: the labels GPU feature discovery sets, the
+// kubelet's status (conditions, addresses, node info, the images it holds: the kubelet reports up
+// to 50) and managed fields.
+json ListedNode(int n) {
+  json images = json::array();
+  for (int i = 0; i < 50; ++i) {
+    const std::string repo = absl::StrCat("registry.example.com/inference/model-server-", i);
+    images.push_back({{"names",
+                       {absl::StrCat(repo, "@sha256:", std::string(64, "0123456789abcdef"[i % 16])),
+                        absl::StrCat(repo, ":v1.", i)}},
+                      {"sizeBytes", 1000000000 + 7919 * i}});
+  }
+  json conditions = json::array();
+  for (const char* type : {"MemoryPressure", "DiskPressure", "PIDPressure", "Ready"}) {
+    conditions.push_back({{"type", type},
+                          {"status", std::string(type) == "Ready" ? "True" : "False"},
+                          {"lastHeartbeatTime", "2026-12-01T10:00:00Z"},
+                          {"lastTransitionTime", "2026-11-20T08:00:00Z"},
+                          {"reason", absl::StrCat("Kubelet", type)},
+                          {"message", absl::StrCat("kubelet reports ", type)}});
+  }
+  const std::string name = absl::StrCat("gpu-h100-", n);
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata",
+       {{"name", name},
+        {"uid", absl::StrCat("0c9b8a7d-6e5f-4a3b-2c1d-", 100000000000 + n)},
+        {"resourceVersion", std::to_string(1000000 + n)},
+        {"creationTimestamp", "2026-11-20T08:00:00Z"},
+        {"labels",
+         {{"kubernetes.io/hostname", name},
+          {"kubernetes.io/arch", "amd64"},
+          {"kubernetes.io/os", "linux"},
+          {"node.kubernetes.io/instance-type", "p5.48xlarge"},
+          {"topology.kubernetes.io/zone", "us-east-1a"},
+          {"nvidia.com/cuda.driver.major", "550"},
+          {"nvidia.com/gpu.count", "8"},
+          {"nvidia.com/gpu.family", "hopper"},
+          {"nvidia.com/gpu.memory", "81559"},
+          {"nvidia.com/gpu.present", "true"},
+          {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+          {"nvidia.com/gpu.replicas", "1"}}},
+        {"annotations",
+         {{"node.alpha.kubernetes.io/ttl", "0"},
+          {"volumes.kubernetes.io/controller-managed-attach-detach", "true"}}},
+        {"managedFields",
+         json::array({{{"manager", "kubelet"},
+                       {"operation", "Update"},
+                       {"apiVersion", "v1"},
+                       {"time", "2026-12-01T10:00:00Z"},
+                       {"fieldsType", "FieldsV1"},
+                       {"fieldsV1",
+                        {{"f:status",
+                          {{"f:allocatable", {{"f:nvidia.com/gpu", json::object()}}},
+                           {"f:conditions", json::object()},
+                           {"f:images", json::object()}}}}},
+                       {"subresource", "status"}}})}}},
+      {"spec", {{"podCIDR", "10.244.3.0/24"}, {"providerID", "aws:///us-east-1a/i-0123456789"}}},
+      {"status",
+       {{"capacity",
+         {{"cpu", "192"}, {"memory", "2097152000Ki"}, {"nvidia.com/gpu", "8"}, {"pods", "110"}}},
+        {"allocatable",
+         {{"cpu", "191450m"},
+          {"memory", "2090000000Ki"},
+          {"nvidia.com/gpu", "8"},
+          {"pods", "110"}}},
+        {"conditions", conditions},
+        {"addresses", json::array({{{"type", "InternalIP"}, {"address", "10.0.3.17"}},
+                                   {{"type", "Hostname"}, {"address", name}}})},
+        {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", 10250}}}}},
+        {"nodeInfo",
+         {{"machineID", "ec2a1b2c3d4e5f60718293a4b5c6d7e8"},
+          {"kernelVersion", "6.1.0-27-cloud-amd64"},
+          {"osImage", "Debian GNU/Linux 12 (bookworm)"},
+          {"containerRuntimeVersion", "containerd://1.7.22"},
+          {"kubeletVersion", "v1.31.2"},
+          {"operatingSystem", "linux"},
+          {"architecture", "amd64"}}},
+        {"images", images}}}};
+}
+
+// Decoding one page of a node list (500 nodes, the extender's page size): a node list's cost is
+// this times pages. Before the node watch, --node-resync listed every node every 30 s.
+void BM_DecodeNodeListPage(benchmark::State& state) {
+  json items = json::array();
+  for (int i = 0; i < 500; ++i) items.push_back(ListedNode(i));
+  const std::string page = json{
+      {"apiVersion", "v1"},
+      {"kind", "NodeList"},
+      {"metadata", {{"resourceVersion", "2000000"}, {"continue", "x"}}},
+      {"items", items}}.dump();
+  std::string next, version;
+  for (auto _ : state) {
+    absl::StatusOr<std::vector<placement::gpushare::OnlineNode>> nodes =
+        DecodeNodeListJson(page, &next, &version);
+    if (!nodes.ok() || nodes->size() != 500) state.SkipWithError("the page did not decode");
+    benchmark::DoNotOptimize(nodes);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * page.size()));
+  state.counters["bytes_per_node"] = static_cast<double>(page.size()) / 500;
+}
+BENCHMARK(BM_DecodeNodeListPage)->Unit(benchmark::kMillisecond);
+
+// Decoding one node watch event (a MODIFIED node: the kubelet's status update): the extender's
+// cost per node change between node lists.
+void BM_DecodeNodeEvent(benchmark::State& state) {
+  const std::string line = json{{"type", "MODIFIED"}, {"object", ListedNode(7)}}.dump();
+  for (auto _ : state) {
+    absl::StatusOr<NodeEvent> e = DecodeNodeEvent(line);
+    if (!e.ok() || e->node.gpus != 8) state.SkipWithError("the event did not decode");
+    benchmark::DoNotOptimize(e);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * line.size()));
+}
+BENCHMARK(BM_DecodeNodeEvent)->Unit(benchmark::kMicrosecond);
+
 // A --resync list of 50,000 bound pods (3.6 KB each, as above) and their 6,250 8-GPU nodes,
 // end to end: the pages served over HTTP on 127.0.0.1 by a server that only copies pre-rendered
 // pages out (500 objects each, as the extender asks), read by the KubeClient, decoded, and

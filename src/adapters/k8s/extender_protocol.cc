@@ -766,32 +766,77 @@ absl::StatusOr<std::vector<OnlineNode>> DecodeNodeListJson(absl::string_view bod
       [](const json& j, const std::string& path) { return DecodeNode(j, path); });
 }
 
-absl::StatusOr<PodEvent> DecodePodEvent(absl::string_view line) {
-  TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(line, "watch event"));
+namespace {
+
+// A watch event's envelope: its type checked, the ERROR Status's code and message, and the
+// object (null for ERROR) with its metadata.resourceVersion.
+struct WatchEnvelope {
+  std::string type;
+  const json* object = nullptr;
+  std::string resource_version;
+  int64_t error_code = 0;
+  std::string error_message;
+};
+absl::Status DecodeWatchEnvelope(const json& j, WatchEnvelope* e) {
   TESSERA_RETURN_IF_ERROR(RequireObject(j, "event"));
-  PodEvent e;
-  TESSERA_ASSIGN_OR_RETURN(e.type, StringAt(j, "type", "event", true));
+  TESSERA_ASSIGN_OR_RETURN(e->type, StringAt(j, "type", "event", true));
   const json* object = Member(j, "object");
   if (object == nullptr) return Bad("event.object", "required object missing");
   TESSERA_RETURN_IF_ERROR(RequireObject(*object, "event.object"));
-  if (e.type == "ERROR") {  // a metav1.Status: 410 when the version asked for is compacted away
+  if (e->type == "ERROR") {  // a metav1.Status: 410 when the version asked for is compacted away
     const json* code = Member(*object, "code");
-    if (code != nullptr && code->is_number_integer()) e.error_code = code->get<int64_t>();
-    TESSERA_ASSIGN_OR_RETURN(e.error_message, StringAt(*object, "message", "event.object", false));
-    return e;
+    if (code != nullptr && code->is_number_integer()) e->error_code = code->get<int64_t>();
+    TESSERA_ASSIGN_OR_RETURN(e->error_message, StringAt(*object, "message", "event.object", false));
+    return absl::OkStatus();
   }
-  if (e.type != "ADDED" && e.type != "MODIFIED" && e.type != "DELETED" && e.type != "BOOKMARK") {
+  if (e->type != "ADDED" && e->type != "MODIFIED" && e->type != "DELETED" &&
+      e->type != "BOOKMARK") {
     return Bad("event.type",
                absl::StrCat("expected ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, found \"",
-                            e.type, "\""));
+                            e->type, "\""));
   }
   const json* meta = Member(*object, "metadata");
   if (meta == nullptr) return Bad("event.object.metadata", "required object missing");
   TESSERA_RETURN_IF_ERROR(RequireObject(*meta, "event.object.metadata"));
-  TESSERA_ASSIGN_OR_RETURN(e.resource_version,
+  TESSERA_ASSIGN_OR_RETURN(e->resource_version,
                            StringAt(*meta, "resourceVersion", "event.object.metadata", true));
-  if (e.type != "BOOKMARK") {  // a bookmark's object carries its resourceVersion only
-    TESSERA_ASSIGN_OR_RETURN(e.pod, DecodePod(*object, "event.object"));
+  e->object = object;  // a bookmark's object carries its resourceVersion only
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<PodEvent> DecodePodEvent(absl::string_view line) {
+  TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(line, "watch event"));
+  WatchEnvelope w;
+  TESSERA_RETURN_IF_ERROR(DecodeWatchEnvelope(j, &w));
+  PodEvent e{.type = w.type,
+             .pod = {},
+             .resource_version = w.resource_version,
+             .error_code = w.error_code,
+             .error_message = w.error_message};
+  if (w.object != nullptr && e.type != "BOOKMARK") {
+    TESSERA_ASSIGN_OR_RETURN(e.pod, DecodePod(*w.object, "event.object"));
+  }
+  return e;
+}
+
+absl::StatusOr<NodeEvent> DecodeNodeEvent(absl::string_view line) {
+  TESSERA_ASSIGN_OR_RETURN(json j, ParseJson(line, "watch event"));
+  WatchEnvelope w;
+  TESSERA_RETURN_IF_ERROR(DecodeWatchEnvelope(j, &w));
+  NodeEvent e{.type = w.type,
+              .name = "",
+              .node = {},
+              .resource_version = w.resource_version,
+              .error_code = w.error_code,
+              .error_message = w.error_message};
+  if (w.object == nullptr || e.type == "BOOKMARK") return e;
+  TESSERA_ASSIGN_OR_RETURN(
+      e.name, StringAt(*Member(*w.object, "metadata"), "name", "event.object.metadata", true));
+  if (e.name.empty()) return Bad("event.object.metadata.name", "expected a node name, found \"\"");
+  if (e.type != "DELETED") {  // a deleted node is forgotten by name, whatever its object says
+    TESSERA_ASSIGN_OR_RETURN(e.node, DecodeNode(*w.object, "event.object"));
   }
   return e;
 }

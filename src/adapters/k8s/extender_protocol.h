@@ -185,6 +185,18 @@ struct PodEvent {
 };
 absl::StatusOr<PodEvent> DecodePodEvent(absl::string_view line);
 
+// One event of a node watch (a line of `GET /api/v1/nodes?watch=1`), as PodEvent. `name` is the
+// node's, also for a DELETED node whose object no longer decodes as a node the extender shares.
+struct NodeEvent {
+  std::string type;                      // ADDED, MODIFIED, DELETED, BOOKMARK or ERROR
+  std::string name;                      // all but BOOKMARK and ERROR
+  placement::gpushare::OnlineNode node;  // ADDED, MODIFIED
+  std::string resource_version;
+  int64_t error_code = 0;
+  std::string error_message;
+};
+absl::StatusOr<NodeEvent> DecodeNodeEvent(absl::string_view line);
+
 // Parses a JSON body; InvalidArgument naming the byte offset on a syntax error.
 absl::StatusOr<nlohmann::json> ParseJson(absl::string_view body, absl::string_view what);
 

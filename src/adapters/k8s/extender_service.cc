@@ -33,6 +33,7 @@ constexpr int kListPage = 500;
 // see both, in the API server's order (a nomination ends in the same stream as the bind that
 // ends it); kube-scheduler itself watches all pods.
 constexpr char kPods[] = "/api/v1/pods";
+constexpr char kNodes[] = "/api/v1/nodes";
 constexpr char kBudgets[] = "/apis/policy/v1/poddisruptionbudgets";
 
 // A pending pod kube-scheduler nominated to a node after a preemption, waiting there for GPUs.
@@ -106,16 +107,18 @@ ExtenderService::ExtenderService(std::unique_ptr<placement::gpushare::Policy> po
 std::vector<std::string> ExtenderService::Rebuild(const std::vector<OnlineNode>& nodes,
                                                   const std::vector<PodInfo>& pods) {
   absl::MutexLock lock(&mu_);
-  return Apply(nodes, pods, /*since=*/cluster_.generation());
+  return Apply(&nodes, pods, /*since=*/cluster_.generation());
 }
 
-std::vector<std::string> ExtenderService::Apply(const std::vector<OnlineNode>& nodes,
+std::vector<std::string> ExtenderService::Apply(const std::vector<OnlineNode>* nodes,
                                                 const std::vector<PodInfo>& pods, uint64_t since) {
   std::vector<std::string> problems;
   std::map<std::string, Assignment> live = LiveAssignments(pods, &problems);
-  absl::flat_hash_set<std::string> keep;
-  for (const auto& [uid, a] : live) keep.insert(a.node);
-  ApplyNodes(nodes, std::move(keep), since, &problems);  // pods on nodes that left: not live
+  if (nodes != nullptr) {
+    absl::flat_hash_set<std::string> keep;
+    for (const auto& [uid, a] : live) keep.insert(a.node);
+    ApplyNodes(*nodes, std::move(keep), since, &problems);  // pods on nodes that left: not live
+  }
   auto r = cluster_.Resync(live, since);
   for (std::string& c : r.conflicts) {
     problems.push_back(std::move(c));
@@ -157,14 +160,16 @@ absl::StatusOr<uint64_t> ExtenderService::BeforeList() const {
   return cluster_.generation();
 }
 
-absl::StatusOr<std::vector<OnlineNode>> ExtenderService::ListNodes() const {
-  return ListAll<OnlineNode>(*kube_, "/api/v1/nodes", "list nodes", DecodeNodeListJson);
+absl::StatusOr<std::vector<OnlineNode>> ExtenderService::ListNodes(std::string* version) const {
+  return ListAll<OnlineNode>(*kube_, kNodes, "list nodes", DecodeNodeListJson, version);
 }
 
 absl::StatusOr<std::vector<std::string>> ExtenderService::SyncNodes() {
   TESSERA_ASSIGN_OR_RETURN(uint64_t since, BeforeList());
-  TESSERA_ASSIGN_OR_RETURN(std::vector<OnlineNode> nodes, ListNodes());
+  std::string version;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<OnlineNode> nodes, ListNodes(&version));
   absl::MutexLock lock(&mu_);
+  nodes_version_ = version;
   std::vector<std::string> problems;
   ApplyNodes(nodes, cluster_.HeldNodes(), since, &problems);
   return problems;
@@ -193,13 +198,25 @@ std::map<std::string, Assignment> ExtenderService::LiveAssignments(
 
 absl::StatusOr<std::vector<std::string>> ExtenderService::Sync() {
   TESSERA_ASSIGN_OR_RETURN(uint64_t since, BeforeList());
-  TESSERA_ASSIGN_OR_RETURN(std::vector<OnlineNode> nodes, ListNodes());
+  std::string nodes_version, pods_version;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<OnlineNode> nodes, ListNodes(&nodes_version));
+  TESSERA_ASSIGN_OR_RETURN(
+      std::vector<PodInfo> pods,
+      ListAll<PodInfo>(*kube_, kPods, "list pods", DecodePodList, &pods_version));
+  absl::MutexLock lock(&mu_);
+  nodes_version_ = nodes_version;
+  pods_version_ = pods_version;
+  return Apply(&nodes, pods, since);
+}
+
+absl::StatusOr<std::vector<std::string>> ExtenderService::SyncPods() {
+  TESSERA_ASSIGN_OR_RETURN(uint64_t since, BeforeList());
   std::string version;
   TESSERA_ASSIGN_OR_RETURN(std::vector<PodInfo> pods,
                            ListAll<PodInfo>(*kube_, kPods, "list pods", DecodePodList, &version));
   absl::MutexLock lock(&mu_);
   pods_version_ = version;
-  return Apply(nodes, pods, since);
+  return Apply(/*nodes=*/nullptr, pods, since);
 }
 
 void ExtenderService::ApplyPodEvent(const PodEvent& e, std::vector<std::string>* problems) {
@@ -256,80 +273,97 @@ void ExtenderService::Nominate(const PodInfo& pod) {
   }
 }
 
-absl::Status ExtenderService::WatchPods(int timeout_s, const std::atomic<bool>* stop,
-                                        const std::function<void(const std::string&)>& report) {
+void ExtenderService::ApplyNodeEvent(const NodeEvent& e, std::vector<std::string>* problems) {
+  ++node_events_;
+  if (!e.resource_version.empty()) nodes_version_ = e.resource_version;
+  if (e.type == "BOOKMARK") return;
+  if (e.type == "DELETED") {
+    // As a list: a node that a running pod still names stays until the pod is gone (pods are
+    // collected after their node); the next node list forgets it then.
+    if (!cluster_.HeldNodes().contains(e.name)) cluster_.RemoveNode(e.name);
+    return;
+  }
+  for (const std::string& uid : cluster_.UpsertNode(e.node)) {
+    problems->push_back(absl::StrCat("pod ", uid, " no longer fits node ", e.node.name));
+  }
+}
+
+template <typename Event>
+absl::Status ExtenderService::WatchCollection(
+    const char* path, const char* what, std::string* version_member, int timeout_s,
+    const std::atomic<bool>* stop, const std::function<void(const std::string&)>& report,
+    absl::StatusOr<Event> (*decode)(absl::string_view),
+    void (ExtenderService::*apply)(const Event&, std::vector<std::string>*)) {
   if (kube_ == nullptr) {
     return absl::FailedPreconditionError("no Kubernetes API configured");
   }
   std::string version;
   {
     absl::MutexLock lock(&mu_);
-    version = pods_version_;
+    version = *version_member;
   }
   if (version.empty()) {
-    return absl::FailedPreconditionError("no pod list to watch from (list first)");
+    return absl::FailedPreconditionError(
+        absl::StrCat("no ", what, " list to watch from (list first)"));
   }
-  const std::string path =
-      absl::StrCat(kPods, "?watch=1&allowWatchBookmarks=true&resourceVersion=", UrlEscape(version),
+  const std::string url =
+      absl::StrCat(path, "?watch=1&allowWatchBookmarks=true&resourceVersion=", UrlEscape(version),
                    "&timeoutSeconds=", timeout_s);
+  auto gone = [&](absl::string_view detail) {
+    absl::MutexLock lock(&mu_);
+    version_member->clear();
+    return absl::AbortedError(absl::StrCat("watch ", what, ": resourceVersion ", version,
+                                           " is gone (410", detail, "); listing again"));
+  };
   absl::Status failure;
   absl::StatusOr<KubeResponse> r = kube_->Watch(
-      path, timeout_s,
+      url, timeout_s,
       [&](absl::string_view line) {
-        absl::StatusOr<PodEvent> e = DecodePodEvent(line);
-        if (!e.ok()) {  // skipped, not retried forever; the next list has the pod as it is
+        absl::StatusOr<Event> e = decode(line);
+        if (!e.ok()) {  // skipped, not retried forever; the next list has the object as it is
           report(absl::StrCat("an event skipped: ", e.status().message()));
           return true;
         }
         if (e->type == "ERROR") {
           failure = e->error_code == 410
-                        ? absl::AbortedError(absl::StrCat("watch pods: resourceVersion ", version,
-                                                          " is gone (410: ", e->error_message,
-                                                          "); listing again"))
-                        : absl::UnavailableError(absl::StrCat("watch pods: ERROR ", e->error_code,
-                                                              ": ", e->error_message));
+                        ? gone(absl::StrCat(": ", e->error_message))
+                        : absl::UnavailableError(absl::StrCat(
+                              "watch ", what, ": ERROR ", e->error_code, ": ", e->error_message));
           return false;
         }
         std::vector<std::string> problems;
         {
           absl::MutexLock lock(&mu_);
-          ApplyPodEvent(*e, &problems);
+          (this->*apply)(*e, &problems);
         }
         for (const std::string& p : problems) report(p);
         return true;
       },
       stop);
-  if (!failure.ok()) {
-    if (absl::IsAborted(failure)) {
-      absl::MutexLock lock(&mu_);
-      pods_version_.clear();
-    }
-    return failure;
-  }
+  if (!failure.ok()) return failure;
   if (!r.ok()) {
     return stop != nullptr && stop->load() ? absl::OkStatus() : r.status();
   }
-  if (r->status == 410) {
-    absl::MutexLock lock(&mu_);
-    pods_version_.clear();
-    return absl::AbortedError(
-        absl::StrCat("watch pods: resourceVersion ", version, " is gone (410); listing again"));
-  }
-  return KubeClient::Check(*r, "watch pods");
+  if (r->status == 410) return gone("");
+  return KubeClient::Check(*r, absl::StrCat("watch ", what));
 }
 
-void ExtenderService::Follow(const Clock& clock, absl::Duration resync, absl::Duration node_resync,
-                             const std::atomic<bool>& stop,
-                             const std::function<void(const std::string&)>& log) {
-  // Nodes on their own, more often than the whole list, when node_resync is the shorter.
-  const bool own_nodes = node_resync > absl::ZeroDuration() && node_resync < resync;
-  absl::Time next_list = clock.Now() + resync;
-  absl::Time next_nodes = own_nodes ? clock.Now() + node_resync : absl::InfiniteFuture();
-  bool need_list = false;  // the start-up list was the first, unless the state came from files
-  {
-    absl::MutexLock lock(&mu_);
-    need_list = pods_version_.empty();
-  }
+absl::Status ExtenderService::WatchPods(int timeout_s, const std::atomic<bool>* stop,
+                                        const std::function<void(const std::string&)>& report) {
+  return WatchCollection<PodEvent>(kPods, "pods", &pods_version_, timeout_s, stop, report,
+                                   DecodePodEvent, &ExtenderService::ApplyPodEvent);
+}
+
+absl::Status ExtenderService::WatchNodes(int timeout_s, const std::atomic<bool>* stop,
+                                         const std::function<void(const std::string&)>& report) {
+  return WatchCollection<NodeEvent>(kNodes, "nodes", &nodes_version_, timeout_s, stop, report,
+                                    DecodeNodeEvent, &ExtenderService::ApplyNodeEvent);
+}
+
+void ExtenderService::ListAndWatch(const Clock& clock, absl::Duration period, bool need_list,
+                                   const FollowedCollection& c, const std::atomic<bool>& stop,
+                                   const std::function<void(const std::string&)>& log) {
+  absl::Time next_list = clock.Now() + period;
   absl::Duration backoff = absl::Seconds(1);
   auto back_off = [&] {  // in steps of 100 ms, so that a stop is not kept waiting
     for (absl::Duration slept; slept < backoff && !stop.load(); slept += absl::Milliseconds(100)) {
@@ -337,40 +371,34 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync, absl::Du
     }
     backoff = std::min(backoff * 2, absl::Seconds(30));
   };
-  // One list (Sync or SyncNodes): its problems logged, a failure logged, counted and backed off.
-  auto list = [&](const char* what, auto sync) {
-    absl::StatusOr<std::vector<std::string>> problems = sync();
-    if (!problems.ok()) {
-      ++list_failures_;
-      log(absl::StrCat(what, ": ", problems.status().message()));
-      back_off();
-      return false;
-    }
-    for (const std::string& p : *problems) log(absl::StrCat(what, ": ", p));
-    return true;
-  };
   while (!stop.load()) {
     if (need_list || clock.Now() >= next_list) {
-      next_list = clock.Now() + resync;
-      need_list = !list("resync", [this] { return Sync(); });
-      if (need_list) continue;
-      if (own_nodes) next_nodes = clock.Now() + node_resync;
-    } else if (clock.Now() >= next_nodes) {
-      next_nodes = clock.Now() + node_resync;
-      if (!list("resync nodes", [this] { return SyncNodes(); })) continue;
+      next_list = clock.Now() + period;
+      absl::StatusOr<std::vector<std::string>> problems = c.list();
+      if (!problems.ok()) {  // logged, counted and backed off; listed again next
+        ++list_failures_;
+        log(absl::StrCat(c.list_what, ": ", problems.status().message()));
+        need_list = true;
+        back_off();
+        continue;
+      }
+      need_list = false;
+      for (const std::string& p : *problems) log(absl::StrCat(c.list_what, ": ", p));
     }
-    // Until the next list, in watches of half an hour at most (as the API server's own limit).
+    // Until the next list (whole seconds, rounded up: not a second watch for the rest), in
+    // watches of half an hour at most (as the API server's own limit).
     const int64_t left = std::clamp<int64_t>(
-        absl::ToInt64Seconds(std::min(next_list, next_nodes) - clock.Now()), 1, 1800);
+        absl::ToInt64Seconds(absl::Ceil(next_list - clock.Now(), absl::Seconds(1))), 1, 1800);
     const absl::Time began = clock.Now();
-    absl::Status watched = WatchPods(static_cast<int>(left), &stop,
-                                     [&log](const std::string& p) { log("watch: " + p); });
+    absl::Status watched = c.watch(static_cast<int>(left), &stop, [&](const std::string& p) {
+      log(absl::StrCat(c.watch_what, ": ", p));
+    });
     if (absl::IsAborted(watched)) {  // 410: the version is gone
       log(std::string(watched.message()));
       need_list = true;
     } else if (!watched.ok()) {
       ++watch_failures_;
-      log(absl::StrCat("watch: ", watched.message()));
+      log(absl::StrCat(c.watch_what, ": ", watched.message()));
       back_off();
       // No version to resume from (a list that carried none): list again.
       need_list = absl::IsFailedPrecondition(watched);
@@ -382,6 +410,44 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync, absl::Du
       backoff = absl::Seconds(1);
     }
   }
+}
+
+void ExtenderService::Follow(const Clock& clock, absl::Duration resync, absl::Duration node_resync,
+                             const std::atomic<bool>& stop,
+                             const std::function<void(const std::string&)>& log) {
+  bool pods_listed = false, nodes_listed = false;  // by the start-up Sync, unless from files
+  {
+    absl::MutexLock lock(&mu_);
+    pods_listed = !pods_version_.empty();
+    nodes_listed = !nodes_version_.empty();
+  }
+  const bool watch_nodes = node_resync > absl::ZeroDuration();
+  std::thread nodes;
+  if (watch_nodes) {
+    nodes = std::thread([&, nodes_listed] {
+      ListAndWatch(clock, node_resync, !nodes_listed,
+                   {.list_what = "resync nodes",
+                    .watch_what = "watch nodes",
+                    .list = [this] { return SyncNodes(); },
+                    .watch =
+                        [this](int t, const std::atomic<bool>* s,
+                               const std::function<void(const std::string&)>& r) {
+                          return WatchNodes(t, s, r);
+                        }},
+                   stop, log);
+    });
+  }
+  // The nodes followed on their own: the pods' lists leave them alone.
+  ListAndWatch(
+      clock, resync, !pods_listed,
+      {.list_what = "resync",
+       .watch_what = "watch",
+       .list = [this, watch_nodes] { return watch_nodes ? SyncPods() : Sync(); },
+       .watch =
+           [this](int t, const std::atomic<bool>* s,
+                  const std::function<void(const std::string&)>& r) { return WatchPods(t, s, r); }},
+      stop, log);
+  if (nodes.joinable()) nodes.join();
 }
 
 void ExtenderService::LearnNodes(const ExtenderArgs& args) {
@@ -717,7 +783,12 @@ HttpReply ExtenderService::Metrics() const {
                   "watch between lists.\n"
                   "# TYPE tessera_extender_pod_events_total counter\n"
                   "tessera_extender_pod_events_total ",
-                  pod_events_, "\n");
+                  pod_events_,
+                  "\n# HELP tessera_extender_node_events_total Node changes applied from the "
+                  "watch between node lists.\n"
+                  "# TYPE tessera_extender_node_events_total counter\n"
+                  "tessera_extender_node_events_total ",
+                  node_events_, "\n");
   return {200, "text/plain; version=0.0.4", out};
 }
 

@@ -11,9 +11,10 @@
 // tessera.io/gpu-assignment annotation, then POST the pods/binding subresource; any failure
 // releases the reservation and is returned in ExtenderBindingResult.error. Restart: Sync()
 // lists nodes and pods and holds every active pod's recorded assignment again; between lists,
-// WatchPods (Follow, for --resync) follows the pods as they are bound elsewhere or end. Both
-// read every pod: pending pods nominated to a node after a preemption get the GPU room they wait
-// for kept (OnlineCluster::Nominate).
+// WatchPods (Follow, for --resync) follows the pods as they are bound elsewhere or end, and
+// WatchNodes (for --node-resync) the nodes as they come, change and leave. The pods' list and
+// watch read every pod: pending pods nominated to a node after a preemption get the GPU room they
+// wait for kept (OnlineCluster::Nominate).
 //
 // Example:
 //   ExtenderService svc(MakeTesseraPolicy(), std::make_unique<KubeClient>(cfg));
@@ -57,25 +58,34 @@ class ExtenderService {
   // list was in flight are kept. Returns the problems as Rebuild does; an error only when the
   // lists cannot be had.
   absl::StatusOr<std::vector<std::string>> Sync();
+  // The same with the pods only (the nodes followed on their own, by SyncNodes and WatchNodes).
+  absl::StatusOr<std::vector<std::string>> SyncPods();
   // Lists the nodes only: adds and updates them, and forgets those that left (unless a held pod
   // names one). Returns the pods a shrunken node no longer holds, one line each.
   absl::StatusOr<std::vector<std::string>> SyncNodes();
-  // Follows the pods between lists, as an informer does: watches them from the last Sync's
+  // Follows the pods between lists, as an informer does: watches them from the last list's
   // resourceVersion (then from the last event's) for `timeout_s` seconds, applying each change
   // as it comes with the rules of a list (a pod bound by another scheduler replica is held, one
   // that ended or was deleted releases its GPUs) and passing each problem to `report` (an event
   // that cannot be decoded is one: skipped, the next list has the pod as it is). OK when
   // the watch ran its time or `*stop` became true; Aborted when the version is gone (410: the
-  // next call needs a Sync first); other errors when the watch failed.
+  // next call needs a list first); other errors when the watch failed.
   absl::Status WatchPods(int timeout_s, const std::atomic<bool>* stop,
                          const std::function<void(const std::string&)>& report);
-  // `--resync`, `--node-resync`: lists nodes and pods (Sync) every `resync`, the nodes alone
-  // (SyncNodes) every `node_resync` when that is shorter, and watches the pods in between, until
-  // `stop`; the first list is taken to have been made just before (made now if the state came
-  // from Rebuild). A watch lasts until the next list, 30 minutes at most. One that fails, or that
-  // the server ends before half its time, is asked again from its last event after a back-off
-  // (1 s, doubling to 30 s); one whose version is gone (410) lists again at once. Each problem
-  // and failure goes to `log` as one line ("resync: ...", "watch: ...").
+  // The same for the nodes, from the last Sync's or SyncNodes' version: a node added or changed
+  // (GPU count, model, memory) is upserted, one deleted is forgotten unless a held pod names it.
+  absl::Status WatchNodes(int timeout_s, const std::atomic<bool>* stop,
+                          const std::function<void(const std::string&)>& report);
+  // `--resync`, `--node-resync`, until `stop`. With `node_resync` > 0 the nodes are followed on
+  // a thread of their own: listed (SyncNodes) every `node_resync` and watched in between; the
+  // pods are listed (SyncPods) every `resync` and watched in between. With `node_resync` 0 the
+  // nodes are listed with the pods (Sync) every `resync` and not watched. A list made before
+  // (the start-up Sync) counts as the first; state from Rebuild is listed at once. A watch
+  // lasts until its collection's next list, 30 minutes at most. One that fails, or that the
+  // server ends before half its time, is asked again from its last event after a back-off (1 s,
+  // doubling to 30 s); one whose version is gone (410) lists again at once. Each problem and
+  // failure goes to `log` as one line ("resync: ...", "watch: ...", "resync nodes: ...",
+  // "watch nodes: ...").
   void Follow(const Clock& clock, absl::Duration resync, absl::Duration node_resync,
               const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log);
 
@@ -105,15 +115,17 @@ class ExtenderService {
   // Keeps `pod`'s labels while it holds GPUs, forgets them once it holds none.
   void Label(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Count(const std::string& verb, int status) const;
-  // Upserts the nodes and holds the pods' assignments (those made since `since` are kept);
-  // returns the problems, one line each.
-  std::vector<std::string> Apply(const std::vector<placement::gpushare::OnlineNode>& nodes,
+  // Upserts the nodes (unless null) and holds the pods' assignments (those made since `since`
+  // are kept); returns the problems, one line each.
+  std::vector<std::string> Apply(const std::vector<placement::gpushare::OnlineNode>* nodes,
                                  const std::vector<PodInfo>& pods, uint64_t since)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The generation before a list is asked for (reservations and nodes after it may be missing
   // from the list); FailedPrecondition without an API.
   absl::StatusOr<uint64_t> BeforeList() const;
-  absl::StatusOr<std::vector<placement::gpushare::OnlineNode>> ListNodes() const;
+  // `version` receives the list's resourceVersion, where a watch of the nodes starts.
+  absl::StatusOr<std::vector<placement::gpushare::OnlineNode>> ListNodes(
+      std::string* version) const;
   // Forgets the nodes known at `since` that are neither in `nodes` nor in `keep`, and upserts
   // `nodes`; a pod a changed node no longer holds is a problem line.
   void ApplyNodes(const std::vector<placement::gpushare::OnlineNode>& nodes,
@@ -122,6 +134,32 @@ class ExtenderService {
   // One watch event: holds, moves or releases the pod's GPUs; problems as LiveAssignments'.
   void ApplyPodEvent(const PodEvent& e, std::vector<std::string>* problems)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One node watch event: upserts or forgets the node; problems as SyncNodes'.
+  void ApplyNodeEvent(const NodeEvent& e, std::vector<std::string>* problems)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One watch of the collection at `path` ("pods" or "nodes" in messages) from `*version` (a
+  // member guarded by mu_, cleared on 410): each event decoded and applied under mu_.
+  template <typename Event>
+  absl::Status WatchCollection(const char* path, const char* what, std::string* version,
+                               int timeout_s, const std::atomic<bool>* stop,
+                               const std::function<void(const std::string&)>& report,
+                               absl::StatusOr<Event> (*decode)(absl::string_view),
+                               void (ExtenderService::*apply)(const Event&,
+                                                              std::vector<std::string>*));
+  // What Follow lists and watches of one collection, and how its log lines start.
+  struct FollowedCollection {
+    const char* list_what;
+    const char* watch_what;
+    std::function<absl::StatusOr<std::vector<std::string>>()> list;
+    std::function<absl::Status(int timeout_s, const std::atomic<bool>* stop,
+                               const std::function<void(const std::string&)>& report)>
+        watch;
+  };
+  // Follow's loop for one collection: a list every `period` (at once if `need_list`), watches in
+  // between.
+  void ListAndWatch(const Clock& clock, absl::Duration period, bool need_list,
+                    const FollowedCollection& c, const std::atomic<bool>& stop,
+                    const std::function<void(const std::string&)>& log);
   // Records `pod`'s nomination if it is a pending GPU pod nominated to a node after a preemption
   // (its GPU room is then kept from pods of lower or equal priority); clears it otherwise.
   void Nominate(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -152,6 +190,9 @@ class ExtenderService {
   // a list is needed first.
   std::string pods_version_ ABSL_GUARDED_BY(mu_);
   int64_t pod_events_ ABSL_GUARDED_BY(mu_) = 0;
+  // Where the node watch resumes, as pods_version_.
+  std::string nodes_version_ ABSL_GUARDED_BY(mu_);
+  int64_t node_events_ ABSL_GUARDED_BY(mu_) = 0;
   mutable absl::Mutex metrics_mu_;
   mutable std::map<std::pair<std::string, int>, int64_t> calls_ ABSL_GUARDED_BY(metrics_mu_);
   std::atomic<int64_t> binds_ok_{0};

@@ -60,6 +60,7 @@ class FakeApi {
     server_ = std::make_unique<testing::LocalHttpServer>([this](httplib::Server& s) {
       s.Get("/api/v1/nodes", [this](const httplib::Request& req, httplib::Response& res) {
         if (!Authorized(req, res)) return;
+        if (req.get_param_value("watch") == "1") return ServeWatch(req, res, &node_events_);
         ServeList(req, res, "NodeList", [this] {
           ++node_list_pages_;
           return nodes_;
@@ -83,7 +84,7 @@ class FakeApi {
           Reject(res, "expected every pod, no fieldSelector");
           return;
         }
-        if (req.get_param_value("watch") == "1") return ServeWatch(req, res);
+        if (req.get_param_value("watch") == "1") return ServeWatch(req, res, &events_);
         ServeList(req, res, "PodList", [this] { return PodsLocked(); });
       });
       s.Get("/apis/policy/v1/poddisruptionbudgets",
@@ -127,9 +128,31 @@ class FakeApi {
                       pod["metadata"]["name"].get<std::string>();
     Changed(key, &pod);
   }
+  // A node leaves, comes or changes: a new resourceVersion and the event a node watch sees.
   void DeleteNode(const std::string& name) {
     std::lock_guard<std::mutex> l(mu_);
-    std::erase_if(nodes_, [&](const json& n) { return n["metadata"]["name"] == name; });
+    auto it = std::find_if(nodes_.begin(), nodes_.end(),
+                           [&](const json& n) { return n["metadata"]["name"] == name; });
+    if (it == nodes_.end()) return;
+    json gone = *it;
+    nodes_.erase(it);
+    gone["metadata"]["resourceVersion"] = std::to_string(++version_);
+    node_events_.push_back({version_, "DELETED", gone});
+    changed_.notify_all();
+  }
+  void PutNode(json node) {
+    std::lock_guard<std::mutex> l(mu_);
+    node["metadata"]["resourceVersion"] = std::to_string(++version_);
+    auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](const json& n) {
+      return n["metadata"]["name"] == node["metadata"]["name"];
+    });
+    node_events_.push_back({version_, it == nodes_.end() ? "ADDED" : "MODIFIED", node});
+    if (it == nodes_.end()) {
+      nodes_.push_back(node);
+    } else {
+      *it = node;
+    }
+    changed_.notify_all();
   }
   void DeletePod(const std::string& key) {
     std::lock_guard<std::mutex> l(mu_);
@@ -172,9 +195,13 @@ class FakeApi {
     std::lock_guard<std::mutex> l(mu_);
     return node_list_pages_;
   }
-  int watches() {
+  int watches() {  // of the pods
     std::lock_guard<std::mutex> l(mu_);
-    return watches_;
+    return watches_.at(&events_);
+  }
+  int node_watches() {
+    std::lock_guard<std::mutex> l(mu_);
+    return watches_.at(&node_events_);
   }
   json Pod(const std::string& key) {
     std::lock_guard<std::mutex> l(mu_);
@@ -316,9 +343,11 @@ class FakeApi {
       changed_.notify_all();
     }
   }
-  // A watch: every event after `resourceVersion`, one JSON line each, then new ones as they come,
-  // until timeoutSeconds; an ERROR event with code 410 for a compacted version.
-  void ServeWatch(const httplib::Request& req, httplib::Response& res) {
+  // A watch of `events` (the pods' or the nodes'): every event after `resourceVersion`, one JSON
+  // line each, then new ones as they come, until timeoutSeconds; an ERROR event with code 410
+  // for a compacted version.
+  using Events = std::vector<std::tuple<int64_t, std::string, json>>;
+  void ServeWatch(const httplib::Request& req, httplib::Response& res, const Events* events) {
     int64_t from = 0, timeout = 0;
     if (!absl::SimpleAtoi(req.get_param_value("resourceVersion"), &from) ||
         !absl::SimpleAtoi(req.get_param_value("timeoutSeconds"), &timeout) || timeout <= 0 ||
@@ -329,12 +358,13 @@ class FakeApi {
     int epoch = 0;
     {
       std::lock_guard<std::mutex> l(mu_);
-      ++watches_;
+      ++watches_[events];
       epoch = watch_epoch_;
     }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
     res.set_chunked_content_provider(
-        "application/json", [this, from, deadline, epoch](size_t, httplib::DataSink& sink) mutable {
+        "application/json",
+        [this, from, deadline, epoch, events](size_t, httplib::DataSink& sink) mutable {
           std::unique_lock<std::mutex> l(mu_);
           std::string out;
           bool end = epoch != watch_epoch_ || end_watches_;
@@ -351,7 +381,7 @@ class FakeApi {
                   "\n";
             end = true;
           }
-          for (const auto& [version, type, object] : events_) {
+          for (const auto& [version, type, object] : *events) {
             if (end || version <= from) continue;
             out += json{{"type", type}, {"object", object}}.dump() + "\n";
             from = version;
@@ -456,10 +486,11 @@ class FakeApi {
   std::unique_ptr<testing::LocalHttpServer> server_;  // last: started once the state is in place
   std::atomic<bool> unavailable_{false};
   std::atomic<bool> end_watches_{false};
-  std::vector<std::tuple<int64_t, std::string, json>> events_;  // of every pod, in order
+  Events events_;       // of every pod, in order
+  Events node_events_;  // of every node, in order
   std::condition_variable changed_;
   bool stopping_ = false;
-  int watches_ = 0;
+  std::map<const Events*, int> watches_ = {{&events_, 0}, {&node_events_, 0}};
 };
 
 // The extender, served over HTTP on a free port.
@@ -491,6 +522,21 @@ class Served {
   absl::Status status_;
   std::thread thread_;
 };
+
+// Polls `done` every 10 ms, 5 s at most; its last answer.
+bool Eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 500 && !done(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+// A metric of the extender's /metrics (-1 if absent).
+int64_t Metric(const Served& s, const std::string& name) {
+  std::string m = s.svc->Metrics().body;
+  size_t at = m.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::atoll(m.c_str() + at + name.size() + 2);
+}
 
 json ArgsWithNodes(const json& pod, const std::vector<std::string>& node_files) {
   json items = json::array();
@@ -693,6 +739,52 @@ TEST(ExtenderProtocol, DecodesPodWatchEvents) {
            {R"({"type":"ADDED","object":[]})", "event.object: expected an object, found array"},
            {R"({"type":"ADDED")", "watch event"}}) {
     absl::StatusOr<PodEvent> e = DecodePodEvent(line);
+    ASSERT_FALSE(e.ok()) << line;
+    EXPECT_THAT(e.status().message(), HasSubstr(error)) << line;
+  }
+}
+
+// A node watch's events as the API server sends them: the node decoded as a list's would be; a
+// deleted node by name only (its object may no longer be one the extender shares).
+TEST(ExtenderProtocol, DecodesNodeWatchEvents) {
+  json node = Fixture("node-l4.json");
+  node["metadata"]["resourceVersion"] = "7100";
+  absl::StatusOr<NodeEvent> added =
+      DecodeNodeEvent(json{{"type", "ADDED"}, {"object", node}}.dump());
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_EQ(added->name, "gpu-l4-1");
+  EXPECT_EQ(added->resource_version, "7100");
+  absl::StatusOr<OnlineNode> listed = DecodeNode(node);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(added->node.name, listed->name);
+  EXPECT_EQ(added->node.gpus, 2);
+  EXPECT_EQ(added->node.model, listed->model);
+  EXPECT_EQ(added->node.gpu_memory_bytes, listed->gpu_memory_bytes);
+  node["status"]["allocatable"]["nvidia.com/gpu"] = "two";
+  absl::StatusOr<NodeEvent> bad =
+      DecodeNodeEvent(json{{"type", "MODIFIED"}, {"object", node}}.dump());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("event.object: expected a GPU count"));
+  absl::StatusOr<NodeEvent> deleted =
+      DecodeNodeEvent(json{{"type", "DELETED"}, {"object", node}}.dump());
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(deleted->name, "gpu-l4-1");
+  absl::StatusOr<NodeEvent> mark = DecodeNodeEvent(
+      R"({"type":"BOOKMARK","object":{"kind":"Node","apiVersion":"v1","metadata":{"resourceVersion":"7200"}}})");
+  ASSERT_TRUE(mark.ok()) << mark.status();
+  EXPECT_EQ(mark->resource_version, "7200");
+  EXPECT_EQ(mark->name, "");
+  absl::StatusOr<NodeEvent> gone = DecodeNodeEvent(
+      R"js({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 7100 (7300)","reason":"Expired","code":410}})js");
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_EQ(gone->error_code, 410);
+  for (const auto& [line, error] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"type":"DELETED","object":{"metadata":{"resourceVersion":"1"}}})",
+            "event.object.metadata.name: required string missing"},
+           {R"({"type":"DELETED","object":{"metadata":{"resourceVersion":"1","name":""}}})",
+            "event.object.metadata.name: expected a node name"},
+           {R"({"type":"UPDATED","object":{}})", "event.type: expected ADDED, MODIFIED"}}) {
+    absl::StatusOr<NodeEvent> e = DecodeNodeEvent(line);
     ASSERT_FALSE(e.ok()) << line;
     EXPECT_THAT(e.status().message(), HasSubstr(error)) << line;
   }
@@ -1298,24 +1390,13 @@ TEST(Extender, NominatedPodKeepsTheGpuRoomItPreemptedFor) {
     watching.svc->Follow(clock, absl::Seconds(30), absl::ZeroDuration(), stop,
                          [](const std::string& line) { ADD_FAILURE() << line; });
   });
-  auto eventually = [](const std::function<bool()>& done) {
-    for (int i = 0; i < 500 && !done(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return done();
-  };
-  auto metric = [](Served& s, const std::string& name) {
-    std::string m = s.svc->Metrics().body;
-    size_t at = m.find("\n" + name + " ");
-    return at == std::string::npos ? -1 : std::atoll(m.c_str() + at + name.size() + 2);
-  };
-  auto nominated = [&](Served& s) { return metric(s, "tessera_extender_nominated_pods"); };
+  auto nominated = [&](Served& s) { return Metric(s, "tessera_extender_nominated_pods"); };
 
   // The preemptor (priority 1000, 225 milli of an H100) evicted pod 3; pod 3 is ending.
   const json preemptor = Fixture("pod-nominated.json");
   api.AddPod(Evicted(RunningSharePod(3, "gpu-h100-1", 3, 900, 0)));
   api.AddPod(preemptor);
-  ASSERT_TRUE(eventually([&] { return nominated(watching) == 1; }));
+  ASSERT_TRUE(Eventually([&] { return nominated(watching) == 1; }));
   Served listing(kubeconfig);
   ASSERT_TRUE(listing.svc->Sync().ok());
   EXPECT_EQ(nominated(listing), 1);
@@ -1343,7 +1424,7 @@ TEST(Extender, NominatedPodKeepsTheGpuRoomItPreemptedFor) {
   // Pod 3 ends: GPU 3 is free, 775 milli of it beyond the preemptor's 225.
   api.DeletePod("inference/chat-3");
   ASSERT_TRUE(listing.svc->Sync().ok());
-  ASSERT_TRUE(eventually([&] { return filter(watching, 900, 2000, false).empty(); }));
+  ASSERT_TRUE(Eventually([&] { return filter(watching, 900, 2000, false).empty(); }));
   for (Served* s : {&watching, &listing}) {
     EXPECT_THAT(filter(*s, 900, 0, false),
                 HasSubstr("kept for the pods nominated to this node (inference/chat-small-"));
@@ -1358,11 +1439,11 @@ TEST(Extender, NominatedPodKeepsTheGpuRoomItPreemptedFor) {
   // before the binding, must not release what the bind reserved.
   ASSERT_EQ(filter(watching, 225, 1000, true), "");
   const std::string uid = preemptor["metadata"]["uid"];
-  const int64_t events = metric(watching, "tessera_extender_pod_events_total");
+  const int64_t events = Metric(watching, "tessera_extender_pod_events_total");
   std::optional<Assignment> held_while_binding;
   api.BeforeBinding([&] {
     EXPECT_TRUE(
-        eventually([&] { return metric(watching, "tessera_extender_pod_events_total") > events; }));
+        Eventually([&] { return Metric(watching, "tessera_extender_pod_events_total") > events; }));
     held_while_binding = watching.svc->Held(uid);
   });
   httplib::Result r = watching.Post("bind", Fixture("binding-args.json").dump());
@@ -1406,12 +1487,6 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
                           logged.push_back(line);
                         });
   });
-  auto eventually = [](const std::function<bool()>& done) {
-    for (int i = 0; i < 500 && !done(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return done();
-  };
 
   // The leader binds: the standby holds the same GPUs.
   ASSERT_TRUE(leader.Post("filter", ArgsWithNodes(pod, {"node-h100.json"}).dump()));
@@ -1420,7 +1495,7 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
   ASSERT_EQ(json::parse(r->body), json({{"error", ""}}));
   const std::optional<Assignment> held = leader.svc->Held(uid);
   ASSERT_TRUE(held.has_value());
-  EXPECT_TRUE(eventually([&] { return standby.svc->Held(uid) == held; }));
+  EXPECT_TRUE(Eventually([&] { return standby.svc->Held(uid) == held; }));
 
   // A pod bound with an annotation that cannot be read is reported, not held.
   json edited = Fixture("pod-share.json");
@@ -1431,7 +1506,7 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
   edited["spec"]["nodeName"] = "gpu-h100-1";
   edited["status"]["phase"] = "Running";
   api.AddPod(edited);
-  EXPECT_TRUE(eventually([&] {
+  EXPECT_TRUE(Eventually([&] {
     std::lock_guard<std::mutex> l(mu);
     return !logged.empty();
   }));
@@ -1445,7 +1520,7 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
 
   // An event it cannot read is reported and skipped; the watch goes on.
   api.OddEvent(pod);
-  EXPECT_TRUE(eventually([&] {
+  EXPECT_TRUE(Eventually([&] {
     std::lock_guard<std::mutex> l(mu);
     return logged.size() == 2;
   }));
@@ -1458,7 +1533,7 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
   // The pod ends (after a bookmark): its GPUs are free on the standby too.
   api.Bookmark();
   api.SetPhase("inference/chat-small-7d9f8b6c5-x2x4q", "Succeeded");
-  EXPECT_TRUE(eventually([&] { return !standby.svc->Held(uid).has_value(); }));
+  EXPECT_TRUE(Eventually([&] { return !standby.svc->Held(uid).has_value(); }));
   EXPECT_EQ(api.list_pages(), pages_listed);  // all of it from the watch
   EXPECT_EQ(api.watches(), 1);
 
@@ -1472,7 +1547,7 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
       R"({"node": "gpu-h100-1", "gpus": [3], "milliPerGpu": 130})";
   api.AddPod(second);
   const std::string second_uid = second["metadata"]["uid"];
-  EXPECT_TRUE(eventually([&] { return standby.svc->Held(second_uid).has_value(); }));
+  EXPECT_TRUE(Eventually([&] { return standby.svc->Held(second_uid).has_value(); }));
   EXPECT_GT(api.list_pages(), pages_listed);
   {
     std::lock_guard<std::mutex> l(mu);
@@ -1483,7 +1558,7 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
     EXPECT_THAT(logged[3], HasSubstr("resync: pod inference/edited on gpu-h100-1: "));
   }
   api.DeletePod("inference/chat-2");
-  EXPECT_TRUE(eventually([&] { return !standby.svc->Held(second_uid).has_value(); }));
+  EXPECT_TRUE(Eventually([&] { return !standby.svc->Held(second_uid).has_value(); }));
   // Applied from the watch: the bind (two events since every pod is watched: the annotation on the
   // pending pod, then the binding), the edited pod, the bookmark, the end and the deletion (the
   // odd event is skipped), and the second pod's addition unless the relist after the 410 already
@@ -1556,23 +1631,127 @@ TEST(Extender, FollowAfterARebuildFromFilesListsFirst) {
               HasSubstr("\ntessera_extender_api_failures_total{op=\"watch\"} 0\n"));
 }
 
-// --node-resync shorter than --resync: the nodes alone are listed in between (a node that left is
-// forgotten within it), the pods are not.
-TEST(Extender, FollowListsNodesMoreOftenThanPods) {
+// svc.Follow on a thread of its own, until Stop (or destruction); Stop returns what it logged.
+class Following {
+ public:
+  Following(ExtenderService& svc, absl::Duration resync, absl::Duration node_resync)
+      : thread_([this, &svc, resync, node_resync] {
+          RealClock clock;
+          svc.Follow(clock, resync, node_resync, stop_, [this](const std::string& line) {
+            std::lock_guard<std::mutex> l(mu_);
+            logged_.push_back(line);
+          });
+        }) {}
+  ~Following() { Stop(); }
+  std::vector<std::string> Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    std::lock_guard<std::mutex> l(mu_);
+    return logged_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<std::string> logged_;
+  std::thread thread_;  // last: started once the rest is in place
+};
+
+// A pod running on gpu-l4-1 with the GPU it was given recorded.
+json PodOnL4(int i) {
+  json p = SharePod(i, "10Gi", "100m");
+  p["spec"]["nodeName"] = "gpu-l4-1";
+  p["status"]["phase"] = "Running";
+  p["metadata"]["annotations"][kGpuAssignmentAnnotation] =
+      EncodeAssignment({.node = "gpu-l4-1", .gpus = {0}, .milli_per_gpu = 450});
+  return p;
+}
+
+// --node-resync: the nodes are watched between their lists. A node that joins, changes or
+// leaves is seen at once, without a list (before, up to 30 s later, with every node listed every
+// 30 s); one that a running pod still names stays while the pod holds GPUs there.
+TEST(Extender, FollowWatchesNodesBetweenTheirLists) {
   FakeApi api;
+  api.AddPod(PodOnL4(0));
+  Served ext(api.WriteKubeconfig(TempDir()));
+  ASSERT_TRUE(ext.svc->Sync().ok());
+  ASSERT_TRUE(ext.svc->Held(SharePodUid(0)).has_value());
+  Following following(*ext.svc, absl::Seconds(30), absl::Seconds(30));
+  ASSERT_TRUE(Eventually([&] { return api.node_watches() == 1 && api.watches() == 1; }));
+  auto total = [&] { return Metric(ext, "tessera_extender_gpu_milli{state=\"total\"}"); };
+  ASSERT_EQ(total(), 10000);
+
+  json joined = Fixture("node-l4.json");
+  joined["metadata"]["name"] = "gpu-l4-2";
+  joined["metadata"]["labels"]["kubernetes.io/hostname"] = "gpu-l4-2";
+  api.PutNode(joined);
+  EXPECT_TRUE(Eventually([&] { return Metric(ext, "tessera_extender_nodes") == 4; }));
+  EXPECT_EQ(total(), 12000);
+
+  json shrunk = Fixture("node-h100.json");  // four of its GPUs taken out of service
+  shrunk["metadata"]["labels"]["nvidia.com/gpu.count"] = "4";
+  shrunk["status"]["capacity"]["nvidia.com/gpu"] = "4";
+  shrunk["status"]["allocatable"]["nvidia.com/gpu"] = "4";
+  api.PutNode(shrunk);
+  EXPECT_TRUE(Eventually([&] { return total() == 8000; }));
+
+  api.DeleteNode("gpu-l4-2");
+  api.DeleteNode("gpu-l4-1");  // its pod is collected after it
+  EXPECT_TRUE(Eventually([&] { return Metric(ext, "tessera_extender_node_events_total") == 4; }));
+  EXPECT_EQ(Metric(ext, "tessera_extender_nodes"), 3);
+  EXPECT_TRUE(ext.svc->Held(SharePodUid(0)).has_value());
+  api.DeletePod("inference/chat-0");
+  EXPECT_TRUE(Eventually([&] { return !ext.svc->Held(SharePodUid(0)).has_value(); }));
+
+  EXPECT_EQ(api.node_list_pages(), 1);  // all of it from the watch: no list since the first
+  EXPECT_EQ(api.list_pages(), 2);
+  std::vector<std::string> logged = following.Stop();
+  EXPECT_TRUE(logged.empty()) << logged[0];
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+// --node-resync shorter than --resync: the nodes are listed every node_resync, with a watch after
+// each; the pods are not listed. A node deleted while a pod still named it is forgotten at the
+// next node list after the pod is gone.
+TEST(Extender, FollowListsNodesEveryNodeResync) {
+  FakeApi api;
+  api.AddPod(PodOnL4(0));
   Served ext(api.WriteKubeconfig(TempDir()));
   ASSERT_TRUE(ext.svc->Sync().ok());
   ASSERT_EQ(api.list_pages(), 2);  // nodes, pods
   api.DeleteNode("gpu-l4-1");
+  api.DeletePod("inference/chat-0");
   std::vector<std::string> logged =
       FollowFor(*ext.svc, std::chrono::milliseconds(2500), absl::Seconds(3), absl::Seconds(1));
   EXPECT_TRUE(logged.empty()) << logged[0];
-  // Node lists at about 1 s and 2 s; the whole list is not due before 3 s.
+  // Node lists at about 1 s and 2 s; the pods' list is not due before 3 s.
   EXPECT_GE(api.node_list_pages(), 1 + 2);
   EXPECT_LE(api.node_list_pages(), 1 + 3);
   EXPECT_EQ(api.list_pages() - 2, api.node_list_pages() - 1);  // no pod list among them
-  EXPECT_THAT(ext.svc->Metrics().body, HasSubstr("\ntessera_extender_nodes 2\n"));
+  EXPECT_GE(api.node_watches(), api.node_list_pages() - 1);
+  EXPECT_LE(api.node_watches(), api.node_list_pages());
+  EXPECT_EQ(api.watches(), 1);  // the pods': one watch for the whole time
+  EXPECT_EQ(Metric(ext, "tessera_extender_nodes"), 2);
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+// Both versions compacted away (410): the nodes and the pods are each listed again at once, on
+// their own, and watched from their new lists.
+TEST(Extender, FollowListsEachCollectionAgainWhenItsVersionIsGone) {
+  FakeApi api;
+  Served ext(api.WriteKubeconfig(TempDir()));
+  ASSERT_TRUE(ext.svc->Sync().ok());
+  Following following(*ext.svc, absl::Seconds(30), absl::Seconds(30));
+  ASSERT_TRUE(Eventually([&] { return api.node_watches() == 1 && api.watches() == 1; }));
+  api.Compact();
+  EXPECT_TRUE(Eventually([&] { return api.node_watches() == 2 && api.watches() == 2; }));
+  EXPECT_EQ(api.node_list_pages(), 2);
+  EXPECT_EQ(api.list_pages(), 4);  // nodes and pods at the start, then each once more
+  std::vector<std::string> logged = following.Stop();
+  EXPECT_EQ(logged.size(), 2u);
+  EXPECT_THAT(absl::StrJoin(logged, "\n"), HasSubstr("watch nodes: resourceVersion "));
+  EXPECT_THAT(absl::StrJoin(logged, "\n"), HasSubstr("watch pods: resourceVersion "));
+  EXPECT_EQ(Metric(ext, "tessera_extender_nodes"), 3);
 }
 
 // Watches the server ends at once are asked again after a back-off, not in a tight loop.

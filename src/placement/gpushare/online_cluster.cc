@@ -60,6 +60,15 @@ std::vector<std::string> OnlineCluster::RemoveNodesExcept(
   return RebuildState();
 }
 
+std::vector<std::string> OnlineCluster::RemoveNode(const std::string& name) {
+  if (!HasNode(name)) return {};
+  absl::flat_hash_set<std::string> keep;
+  for (const OnlineNode& n : nodes_) {
+    if (n.name != name) keep.insert(n.name);
+  }
+  return RemoveNodesExcept(keep, generation_);
+}
+
 std::vector<std::string> OnlineCluster::RebuildState() {
   std::map<std::string, Held> held = std::move(held_);
   held_.clear();
