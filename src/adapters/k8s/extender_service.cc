@@ -123,6 +123,7 @@ std::vector<std::string> ExtenderService::Apply(const std::vector<OnlineNode>* n
   for (std::string& c : r.conflicts) {
     problems.push_back(std::move(c));
   }
+  DropDeparted();  // pods the list no longer shows held them there
   cluster_.ClearNominations();
   for (const PodInfo& p : pods) {
     cluster_.SetImportance(p.uid, p.priority, p.started, p.ending);
@@ -143,13 +144,19 @@ void ExtenderService::ApplyNodes(const std::vector<OnlineNode>& nodes,
                                  std::vector<std::string>* problems) {
   // Nodes that left the cluster are forgotten; one that a running pod still names (in `keep`)
   // stays until the pod is gone (pods are collected after their node).
-  for (const OnlineNode& n : nodes) keep.insert(n.name);
+  for (const OnlineNode& n : nodes) {
+    keep.insert(n.name);
+    departed_.erase(n.name);  // listed: not departed after all
+  }
   cluster_.RemoveNodesExcept(keep, since);
   for (const OnlineNode& n : nodes) {
     for (const std::string& uid : cluster_.UpsertNode(n)) {
       problems->push_back(absl::StrCat("pod ", uid, " no longer fits node ", n.name));
     }
   }
+  absl::erase_if(departed_, [this](const std::string& name) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return !cluster_.HasNode(name);  // the list forgot it
+  });
 }
 
 absl::StatusOr<uint64_t> ExtenderService::BeforeList() const {
@@ -254,6 +261,17 @@ void ExtenderService::Forget(const std::string& uid) {
   cluster_.Release(uid);
   cluster_.ClearNomination(uid);
   labeled_.erase(uid);
+  DropDeparted();
+}
+
+void ExtenderService::DropDeparted() {
+  if (departed_.empty()) return;
+  const absl::flat_hash_set<std::string> held = cluster_.HeldNodes();
+  absl::erase_if(departed_, [&](const std::string& name) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (held.contains(name)) return false;
+    cluster_.RemoveNode(name);
+    return true;
+  });
 }
 
 void ExtenderService::Label(const PodInfo& pod) {
@@ -278,11 +296,13 @@ void ExtenderService::ApplyNodeEvent(const NodeEvent& e, std::vector<std::string
   if (!e.resource_version.empty()) nodes_version_ = e.resource_version;
   if (e.type == "BOOKMARK") return;
   if (e.type == "DELETED") {
-    // As a list: a node that a running pod still names stays until the pod is gone (pods are
-    // collected after their node); the next node list forgets it then.
-    if (!cluster_.HeldNodes().contains(e.name)) cluster_.RemoveNode(e.name);
+    // A node that a running pod still names stays until the pod is gone (pods are collected
+    // after their node), then goes with the pod's release.
+    if (cluster_.HasNode(e.name)) departed_.insert(e.name);
+    DropDeparted();
     return;
   }
+  departed_.erase(e.node.name);  // back (the same name: a replaced machine)
   for (const std::string& uid : cluster_.UpsertNode(e.node)) {
     problems->push_back(absl::StrCat("pod ", uid, " no longer fits node ", e.node.name));
   }

@@ -112,6 +112,8 @@ class ExtenderService {
   void Remember(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Releases what pod `uid` holds, its nomination and its labels (it ended, or holds nothing).
   void Forget(const std::string& uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the departed nodes on which no pod holds GPUs any more.
+  void DropDeparted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps `pod`'s labels while it holds GPUs, forgets them once it holds none.
   void Label(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Count(const std::string& verb, int status) const;
@@ -190,6 +192,8 @@ class ExtenderService {
   // a list is needed first.
   std::string pods_version_ ABSL_GUARDED_BY(mu_);
   int64_t pod_events_ ABSL_GUARDED_BY(mu_) = 0;
+  // Nodes the watch saw deleted while pods held GPUs there: forgotten once none does.
+  absl::flat_hash_set<std::string> departed_ ABSL_GUARDED_BY(mu_);
   // Where the node watch resumes, as pods_version_.
   std::string nodes_version_ ABSL_GUARDED_BY(mu_);
   int64_t node_events_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1669,7 +1669,8 @@ json PodOnL4(int i) {
 
 // --node-resync: the nodes are watched between their lists. A node that joins, changes or
 // leaves is seen at once, without a list (before, up to 30 s later, with every node listed every
-// 30 s); one that a running pod still names stays while the pod holds GPUs there.
+// 30 s); one that a running pod still names stays while the pod holds GPUs there, and goes with
+// the pod.
 TEST(Extender, FollowWatchesNodesBetweenTheirLists) {
   FakeApi api;
   api.AddPod(PodOnL4(0));
@@ -1700,8 +1701,10 @@ TEST(Extender, FollowWatchesNodesBetweenTheirLists) {
   EXPECT_TRUE(Eventually([&] { return Metric(ext, "tessera_extender_node_events_total") == 4; }));
   EXPECT_EQ(Metric(ext, "tessera_extender_nodes"), 3);
   EXPECT_TRUE(ext.svc->Held(SharePodUid(0)).has_value());
-  api.DeletePod("inference/chat-0");
-  EXPECT_TRUE(Eventually([&] { return !ext.svc->Held(SharePodUid(0)).has_value(); }));
+  api.DeletePod("inference/chat-0");  // the node goes with it
+  EXPECT_TRUE(Eventually([&] { return Metric(ext, "tessera_extender_nodes") == 2; }));
+  EXPECT_FALSE(ext.svc->Held(SharePodUid(0)).has_value());
+  EXPECT_EQ(total(), 4000);
 
   EXPECT_EQ(api.node_list_pages(), 1);  // all of it from the watch: no list since the first
   EXPECT_EQ(api.list_pages(), 2);
