@@ -447,7 +447,7 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync, absl::Du
     nodes = std::thread([&, nodes_listed] {
       ListAndWatch(clock, node_resync, !nodes_listed,
                    {.list_what = "resync nodes",
-                    .watch_what = "watch nodes",
+                    .watch_what = "watch",  // its messages say "watch nodes: ..."
                     .list = [this] { return SyncNodes(); },
                     .watch =
                         [this](int t, const std::atomic<bool>* s,

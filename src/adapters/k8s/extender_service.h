@@ -84,8 +84,7 @@ class ExtenderService {
   // lasts until its collection's next list, 30 minutes at most. One that fails, or that the
   // server ends before half its time, is asked again from its last event after a back-off (1 s,
   // doubling to 30 s); one whose version is gone (410) lists again at once. Each problem and
-  // failure goes to `log` as one line ("resync: ...", "watch: ...", "resync nodes: ...",
-  // "watch nodes: ...").
+  // failure goes to `log` as one line ("resync: ...", "resync nodes: ...", "watch: ...").
   void Follow(const Clock& clock, absl::Duration resync, absl::Duration node_resync,
               const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log);
 
