@@ -8,8 +8,10 @@
 
 #include "base/random.h"
 #include "benchmark/benchmark.h"
+#include "placement/gpushare/online_cluster.h"
 #include "placement/gpushare/policies.h"
 #include "placement/gpushare/scheduler.h"
+#include "placement/gpushare/tessera_policy.h"
 
 namespace tessera::placement::gpushare {
 namespace {
@@ -113,6 +115,35 @@ void BM_FgdDecisionAllNodesRescored(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_FgdDecisionAllNodesRescored)->Unit(benchmark::kMicrosecond);
+
+// The extender's cluster when the node watch sees a node deleted (one no pod holds GPUs on):
+// 6,250 8-GPU nodes, 50,000 pods holding half a GPU each. Forgetting the node rebuilds the
+// state and holds every pod again; a node pool scaled down by N nodes costs N of these, each
+// under the extender's lock.
+void BM_OnlineClusterRemoveNode50000Pods(benchmark::State& state) {
+  OnlineCluster cluster(MakeTesseraPolicy());
+  constexpr int kNodes = 6250;
+  for (int n = 0; n < kNodes; ++n) {
+    cluster.UpsertNode({.name = "gpu-" + std::to_string(n),
+                        .gpus = 8,
+                        .model = "H100-80GB",
+                        .gpu_memory_bytes = int64_t{80} << 30});
+  }
+  for (int i = 0; i < 50000; ++i) {
+    absl::Status s = cluster.Restore("uid-" + std::to_string(i),
+                                     {.node = "gpu-" + std::to_string(i / 8 % (kNodes - 1)),
+                                      .gpus = {i % 8},
+                                      .milli_per_gpu = 500});
+    if (!s.ok()) state.SkipWithError("a pod could not be held");
+  }
+  const OnlineNode spare{
+      .name = "spare", .gpus = 8, .model = "H100-80GB", .gpu_memory_bytes = int64_t{80} << 30};
+  for (auto _ : state) {
+    cluster.UpsertNode(spare);
+    benchmark::DoNotOptimize(cluster.RemoveNode("spare"));
+  }
+}
+BENCHMARK(BM_OnlineClusterRemoveNode50000Pods)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tessera::placement::gpushare
