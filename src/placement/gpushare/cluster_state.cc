@@ -36,6 +36,11 @@ int ClusterState::AddNode(const NodeSpec& spec) {
   return static_cast<int>(nodes_.size()) - 1;
 }
 
+void ClusterState::RemoveEmptyNode(int node) {
+  total_gpu_milli_ -= static_cast<int64_t>(nodes_[node].gpu_free.size()) * kGpuMilli;
+  nodes_.erase(nodes_.begin() + node);
+}
+
 bool ClusterState::ModelAllowed(int model, const std::vector<std::string>& spec) const {
   if (spec.empty()) {
     return true;

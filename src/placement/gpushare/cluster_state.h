@@ -82,6 +82,9 @@ class ClusterState {
   void Assign(int node, const PodSpec& pod, const std::vector<int>& gpus);
   // Undoes Assign(node, pod, gpus) (a pod that left).
   void Release(int node, const PodSpec& pod, const std::vector<int>& gpus);
+  // Removes `node`, which must hold nothing (every pod on it released); the nodes after it move
+  // down one index.
+  void RemoveEmptyNode(int node);
 
  private:
   std::vector<NodeState> nodes_;

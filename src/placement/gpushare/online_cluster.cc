@@ -61,12 +61,28 @@ std::vector<std::string> OnlineCluster::RemoveNodesExcept(
 }
 
 std::vector<std::string> OnlineCluster::RemoveNode(const std::string& name) {
-  if (!HasNode(name)) return {};
-  absl::flat_hash_set<std::string> keep;
-  for (const OnlineNode& n : nodes_) {
-    if (n.name != name) keep.insert(n.name);
+  auto it = index_.find(name);
+  if (it == index_.end()) return {};
+  const bool holds = std::any_of(held_.begin(), held_.end(),
+                                 [&](const auto& entry) { return entry.second.a.node == name; });
+  if (holds) {  // its pods are dropped: rebuild, as for nodes that left a list
+    absl::flat_hash_set<std::string> keep;
+    for (const OnlineNode& n : nodes_) {
+      if (n.name != name) keep.insert(n.name);
+    }
+    return RemoveNodesExcept(keep, generation_);
   }
-  return RemoveNodesExcept(keep, generation_);
+  // Nothing on it: the other nodes' state stays as it is (held pods name their node, not its
+  // index), only the indices after it move down.
+  const int gone = it->second;
+  state_.RemoveEmptyNode(gone);
+  nodes_.erase(nodes_.begin() + gone);
+  added_.erase(added_.begin() + gone);
+  index_.erase(it);
+  for (auto& [n, i] : index_) {
+    if (i > gone) --i;
+  }
+  return {};
 }
 
 std::vector<std::string> OnlineCluster::RebuildState() {

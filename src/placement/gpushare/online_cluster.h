@@ -87,8 +87,9 @@ class OnlineCluster {
   // would count in total_milli() forever.
   std::vector<std::string> RemoveNodesExcept(const absl::flat_hash_set<std::string>& keep,
                                              uint64_t since);
-  // Forgets one node (a watch saw it deleted) with the pods it held, as
-  // RemoveNodesExcept does with every other node kept; returns the pods it held.
+  // Forgets one node (a watch saw it deleted) with the pods it held, as RemoveNodesExcept does
+  // with every other node kept; returns the pods it held. A node that holds none goes without
+  // rebuilding the others' state (O(nodes + pods held) instead of holding every pod again).
   std::vector<std::string> RemoveNode(const std::string& name);
   bool HasNode(const std::string& name) const { return index_.contains(name); }
   // The node as last upserted; nullptr if unknown.

@@ -176,6 +176,37 @@ TEST(OnlineCluster, RemovesNodesThatLeft) {
   EXPECT_EQ(c.total_milli(), 4 * kGpuMilli);
 }
 
+// One node forgotten (the watch saw it deleted): one that holds nothing goes without the others
+// being rebuilt, and every node after it is still addressed by name; one that holds pods drops
+// them, as a list that no longer shows it does.
+TEST(OnlineCluster, RemovesOneNode) {
+  OnlineCluster c(MakeTesseraPolicy());
+  for (const char* name : {"a", "b", "c", "d"}) c.UpsertNode(H100(name, 2));
+  ASSERT_TRUE(c.Restore("on-a", {.node = "a", .gpus = {1}, .milli_per_gpu = 300}).ok());
+  ASSERT_TRUE(c.Restore("on-c", {.node = "c", .gpus = {0}, .milli_per_gpu = 1000}).ok());
+  ASSERT_TRUE(c.Restore("on-d", {.node = "d", .gpus = {1}, .milli_per_gpu = 700}).ok());
+  EXPECT_TRUE(c.RemoveNode("b").empty());
+  EXPECT_TRUE(c.RemoveNode("b").empty());  // unknown now: nothing
+  EXPECT_FALSE(c.HasNode("b"));
+  EXPECT_EQ(c.num_nodes(), 3);
+  EXPECT_EQ(c.total_milli(), 6 * kGpuMilli);
+  EXPECT_EQ(c.used_milli(), 2000);
+  // c and d moved down one place and kept what they hold: c's GPU 0 is full, d's GPU 1 has 300.
+  EXPECT_FALSE(c.Reserve("x", Whole(2), "c").ok());
+  absl::StatusOr<Assignment> whole = c.Reserve("z", Whole(1), "d");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->gpus, std::vector<int>{0});
+  absl::StatusOr<Assignment> share = c.Reserve("y", Share(8, 300), "d");
+  ASSERT_TRUE(share.ok()) << share.status();
+  EXPECT_EQ(share->gpus, std::vector<int>{1});
+  EXPECT_FALSE(c.Reserve("w", Share(8, 100), "d").ok());
+  EXPECT_EQ(c.RemoveNode("c"), std::vector<std::string>{"on-c"});
+  EXPECT_EQ(c.total_milli(), 4 * kGpuMilli);
+  EXPECT_EQ(c.used_milli(), 300 + 700 + 300 + 1000);
+  EXPECT_NE(c.Find("on-a"), nullptr);
+  EXPECT_EQ(c.Find("on-c"), nullptr);
+}
+
 // Preemption: every lower-priority GPU holder goes, then each is given back while the pod still
 // fits, the most important (highest priority, earliest started) first; kube-scheduler's own victims
 // kept and counted as freeing their GPUs; nodes where no eviction helps left out.
