@@ -1,7 +1,6 @@
 #include "cmd/admission_webhook_command.h"
 
 #include <iostream>
-#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -29,21 +28,17 @@ int RunAdmissionWebhook(const WebhookFlags& flags) {
     return Fail("--tls-cert and --tls-key are required: the API server calls webhooks over HTTPS");
   }
   std::atomic<bool>& stop = StopOnSignal();
-  std::atomic<int> bound{0};
-  std::thread announce([&] {
-    while (bound.load() == 0 && !stop.load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (bound.load() > 0) {  // one write: a reader never sees half the line
-      std::cerr << absl::StrCat("tessera admission-webhook: listening on ", host, ":", bound.load(),
-                                " (HTTPS; POST /mutate, GET /healthz)\n");
-    }
-  });
-  absl::Status s =
-      adapters::ServeAdmissionWebhook(host, port, flags.tls_cert, flags.tls_key,
-                                      {.scheduler_name = flags.scheduler_name}, &stop, &bound);
-  stop.store(true);
-  announce.join();
+  absl::Status s = ServeAnnounced(
+      stop,
+      [&](int port) {
+        return absl::StrCat("tessera admission-webhook: listening on ", host, ":", port,
+                            " (HTTPS; POST /mutate, GET /healthz)\n");
+      },
+      [&](std::atomic<int>* bound) {
+        return adapters::ServeAdmissionWebhook(host, port, flags.tls_cert, flags.tls_key,
+                                               {.scheduler_name = flags.scheduler_name}, &stop,
+                                               bound);
+      });
   if (!s.ok()) return Fail(std::string(s.message()));
   return 0;
 }

@@ -4,7 +4,6 @@
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -125,20 +124,16 @@ int RunScaler(const ScalerFlags& flags) {
     return Fail(std::string(m.message()));
   }
   std::atomic<bool>& stop = StopOnSignal();
-  std::atomic<int> bound{0};
-  std::thread announce([&] {
-    while (bound.load() == 0 && !stop.load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (bound.load() > 0) {
-      std::cerr << absl::StrCat("tessera scaler: ", config->services.size(),
-                                " services, Prometheus ", config->prometheus.url,
-                                ", listening on port ", bound.load(), metrics.Announcement(), "\n");
-    }
-  });
-  absl::Status s = adapters::ServeScaler(scaler, flags.listen, &stop, &bound);
-  stop.store(true);
-  announce.join();
+  absl::Status s = ServeAnnounced(
+      stop,
+      [&](int port) {
+        return absl::StrCat("tessera scaler: ", config->services.size(), " services, Prometheus ",
+                            config->prometheus.url, ", listening on port ", port,
+                            metrics.Announcement(), "\n");
+      },
+      [&](std::atomic<int>* bound) {
+        return adapters::ServeScaler(scaler, flags.listen, &stop, bound);
+      });
   metrics.Stop();
   if (!s.ok()) return Fail(std::string(s.message()));
   return 0;

@@ -127,19 +127,15 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
                  });
     });
   }
-  std::atomic<int> bound{0};
-  std::thread announce([&] {
-    while (bound.load() == 0 && !g_stop.load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (bound.load() > 0) {  // one write: a reader never sees half the line
-      std::cerr << absl::StrCat("tessera scheduler-extender: listening on ", host, ":",
-                                bound.load(), metrics.Announcement(), "\n");
-    }
-  });
-  absl::Status s = adapters::ServeExtender(svc, host, port, &g_stop, &bound);
-  g_stop.store(true);
-  announce.join();
+  absl::Status s = ServeAnnounced(
+      g_stop,
+      [&](int bound) {
+        return absl::StrCat("tessera scheduler-extender: listening on ", host, ":", bound,
+                            metrics.Announcement(), "\n");
+      },
+      [&](std::atomic<int>* bound) {
+        return adapters::ServeExtender(svc, host, port, &g_stop, bound);
+      });
   metrics.Stop();
   if (follow.joinable()) follow.join();
   if (!s.ok()) return Fail(std::string(s.message()));
