@@ -1549,6 +1549,11 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
   const std::string second_uid = second["metadata"]["uid"];
   EXPECT_TRUE(Eventually([&] { return standby.svc->Held(second_uid).has_value(); }));
   EXPECT_GT(api.list_pages(), pages_listed);
+  // The list's problems are logged after it is applied: the pod may be held a moment before.
+  EXPECT_TRUE(Eventually([&] {
+    std::lock_guard<std::mutex> l(mu);
+    return logged.size() >= 4;
+  }));
   {
     std::lock_guard<std::mutex> l(mu);
     // The 410, then the list's problem again (the edited pod).
