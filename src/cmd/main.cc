@@ -93,6 +93,11 @@ int Main(int argc, char** argv) {
   ext_cmd->add_option("--node-resync", ext.node_resync_seconds,
                       "Seconds between lists of the nodes, with nodes watched in between (0: "
                       "nodes listed with --resync, not watched; default 300)");
+  ext_cmd->add_option(
+      "--preempt-shares", ext.preempt_shares_seconds,
+      "Preempt lower-priority GPU holders for a pod kept out by GPU share alone, which "
+      "kube-scheduler never preempts for, this many seconds after filter refused it (0: never; "
+      "default 0; needs the API and the RBAC to delete pods and patch pods/status)");
   ext_cmd->add_option("--metrics-listen", ext.metrics_listen,
                       "HOST:PORT serving only GET /metrics, for Prometheus (the extender's own "
                       "--listen stays private); default none");

@@ -43,6 +43,10 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
     return Fail(absl::StrCat("--resync ", flags.resync_seconds,
                              ": expected seconds from 0 (no lists, no watch) to 86400"));
   }
+  if (!(flags.preempt_shares_seconds >= 0 && flags.preempt_shares_seconds <= 3600)) {
+    return Fail(absl::StrCat("--preempt-shares ", flags.preempt_shares_seconds,
+                             ": expected seconds from 0 (off) to 3600"));
+  }
   if (!(flags.node_resync_seconds >= 0 && flags.node_resync_seconds <= 86400)) {
     return Fail(absl::StrCat(
         "--node-resync ", flags.node_resync_seconds,
@@ -98,6 +102,10 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
 
   adapters::ExtenderService svc(std::move(*policy), std::move(kube));
   bool have_api = !flags.kubeconfig.empty() || std::getenv("KUBERNETES_SERVICE_HOST") != nullptr;
+  if (flags.preempt_shares_seconds > 0 && (!have_api || flags.resync_seconds <= 0)) {
+    // It deletes pods through the API and learns from the pod watch when they are gone.
+    return Fail("--preempt-shares needs the API (--kubeconfig or in a pod) and --resync above 0");
+  }
   if (!nodes.empty() || !pods.empty()) {
     Report("restore", svc.Rebuild(nodes, pods));
   } else if (have_api) {
@@ -127,6 +135,16 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
                  });
     });
   }
+  RealClock preempt_clock;
+  std::thread preempt;
+  if (flags.preempt_shares_seconds > 0) {
+    svc.EnableSharePreemption(&preempt_clock, absl::Seconds(flags.preempt_shares_seconds));
+    preempt = std::thread([&svc, &g_stop] {
+      svc.PreemptLoop(absl::Milliseconds(500), g_stop, [](const std::string& line) {
+        std::cerr << "tessera scheduler-extender: " << line << "\n";
+      });
+    });
+  }
   absl::Status s = ServeAnnounced(
       g_stop,
       [&](int bound) {
@@ -138,6 +156,7 @@ int RunSchedulerExtender(const ExtenderFlags& flags) {
       });
   metrics.Stop();
   if (follow.joinable()) follow.join();
+  if (preempt.joinable()) preempt.join();
   if (!s.ok()) return Fail(std::string(s.message()));
   return 0;
 }

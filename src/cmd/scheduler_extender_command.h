@@ -14,6 +14,9 @@ struct ExtenderFlags {
   std::string pods_file;   // optional `kubectl get pods -A -o json`, instead of the API at start
   double resync_seconds = 300;
   double node_resync_seconds = 300;
+  // Share preemption's delay after filter refused a pod (ExtenderService::
+  // EnableSharePreemption); 0 = off.
+  double preempt_shares_seconds = 0;
   std::string metrics_listen;  // HOST:PORT for GET /metrics only; "" = none
 };
 

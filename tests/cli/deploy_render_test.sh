@@ -30,14 +30,18 @@ check "extender: metrics on their own port" grep -q -- '--metrics-listen=0.0.0.0
 check "extender: and says where" grep -q 'prometheus.io/port: "9097"' "$R"
 check "extender may create bindings" grep -q 'pods/binding' "$R"
 check "extender may patch pods" grep -q -- '- patch' "$R"
-check "extender may watch pods and nodes, and list PDBs" python3 -c '
+check "extender may watch pods and nodes, list PDBs and preempt" python3 -c '
 import sys
 role = [d for d in open(sys.argv[1]).read().split("\n---\n")
         if "kind: ClusterRole\n" in d and "  name: tessera-scheduler-extender\n" in d]
 rules = role[0].split("\n- apiGroups:")[1:]
 assert any("\n  - pods\n" in r and "\n  - watch" in r for r in rules), rules
 assert any("\n  - nodes\n" in r and "\n  - watch" in r for r in rules), rules
-assert any("\n  - poddisruptionbudgets\n" in r and "\n  - list" in r for r in rules), rules' "$R"
+assert any("\n  - poddisruptionbudgets\n" in r and "\n  - list" in r for r in rules), rules
+# Share preemption: delete the victims, nominate the preemptor and mark the victims.
+assert any("\n  - pods\n" in r and "\n  - delete" in r for r in rules), rules
+assert any("\n  - pods/status\n" in r and "\n  - patch" in r for r in rules), rules' "$R"
+check "extender: share preemption on" grep -q -- '--preempt-shares=2' "$R"
 # A rolling update would run two extenders, the new one missing the old one's last binds.
 check "extender: one replica, recreated on update" grep -q 'type: Recreate' <(sed -n '/kind: Deployment/,$p' "$R")
 check "everything in tessera-system" test "$(grep -c 'namespace: tessera-system' "$R")" -ge 5

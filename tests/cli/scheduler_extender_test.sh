@@ -137,6 +137,13 @@ for v in -1 nan inf 1e9; do
   "$TESSERA" scheduler-extender --listen 127.0.0.1:0 --node-resync "$v" 2>"$WORK/err"
   check "--node-resync $v exits 1" test $? = 1
   check "--node-resync $v says what is expected" grep -q -- "--node-resync .*: expected seconds from 0 (nodes listed with --resync, not watched) to 86400" "$WORK/err"
+  "$TESSERA" scheduler-extender --listen 127.0.0.1:0 --preempt-shares "$v" 2>"$WORK/err"
+  check "--preempt-shares $v exits 1" test $? = 1
+  check "--preempt-shares $v says what is expected" grep -q -- "--preempt-shares .*: expected seconds from 0 (off) to 3600" "$WORK/err"
 done
+# Share preemption deletes pods through the API and follows their end through the pod watch.
+"$TESSERA" scheduler-extender --listen 127.0.0.1:0 --preempt-shares 2 2>"$WORK/err"
+check "--preempt-shares without the API exits 1" test $? = 1
+check "and says what it needs" grep -q -- "--preempt-shares needs the API (--kubeconfig or in a pod) and --resync above 0" "$WORK/err"
 
 finish scheduler_extender_test

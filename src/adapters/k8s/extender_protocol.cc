@@ -309,6 +309,9 @@ absl::StatusOr<PodInfo> DecodePod(const json& pod, const std::string& path) {
       }
       p.priority = static_cast<int32_t>(priority->get<int64_t>());
     }
+    TESSERA_ASSIGN_OR_RETURN(std::string policy,
+                             StringAt(*spec, "preemptionPolicy", path + ".spec", false));
+    p.never_preempts = policy == "Never";
   }
   if (const json* status = Member(pod, "status"); status != nullptr) {
     TESSERA_RETURN_IF_ERROR(RequireObject(*status, path + ".status"));

@@ -54,7 +54,8 @@ struct PodInfo {
   absl::Time started = absl::InfiniteFuture();  // status.startTime; InfiniteFuture if not yet
   // status.nominatedNodeName: where kube-scheduler's preemption made room for this pending pod.
   std::string nominated_node;
-  bool ending = false;  // metadata.deletionTimestamp set: deleted, its containers stopping
+  bool ending = false;          // metadata.deletionTimestamp set: deleted, its containers stopping
+  bool never_preempts = false;  // spec.preemptionPolicy: Never
   std::map<std::string, std::string> labels;  // metadata.labels (PodDisruptionBudgets select by)
   placement::gpushare::GpuRequest request;
   // Set when the pod's GPU annotations or resources are wrong (request is then empty): the

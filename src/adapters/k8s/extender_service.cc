@@ -10,6 +10,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "adapters/net/httplib_serve.h"
 #include "base/status.h"
 
@@ -80,6 +82,14 @@ absl::StatusOr<std::vector<T>> ListAll(const KubeClient& kube, const std::string
     if (!expired) return all;
   }
 }
+
+// The path of a pod, for the API.
+std::string PodPath(const std::string& ns, const std::string& name) {
+  return absl::StrCat("/api/v1/namespaces/", UrlEscape(ns), "/pods/", UrlEscape(name));
+}
+
+// Why a share preemption stopped before it began: its pod left (not a failure).
+constexpr char kPreemptorGone[] = "the pod is gone";
 
 HttpReply Json(int status, const json& body) { return {status, "application/json", body.dump()}; }
 
@@ -547,6 +557,16 @@ HttpReply ExtenderService::Filter(const std::string& body) {
     absl::MutexLock lock(&mu_);
     Remember(args->pod);
     outcome = cluster_.Filter(args->pod.request, args->names(), args->pod.uid, args->pod.priority);
+    if (preempt_clock_ != nullptr && kube_ != nullptr && outcome.fit.empty() &&
+        !outcome.failed.empty() && args->pod.request.num_gpu > 0 && !args->pod.never_preempts) {
+      // No node sent has GPU room: remembered for share preemption (PreemptBlocked).
+      std::vector<std::string> nodes;
+      for (const auto& [node, why] : outcome.failed) nodes.push_back(node);
+      auto [it, added] = blocked_.try_emplace(args->pod.uid);
+      if (added) it->second.since = preempt_clock_->Now();
+      it->second.pod = args->pod;
+      it->second.nodes = std::move(nodes);
+    }
   }
   Count("filter", 200);
   return Json(200, EncodeFilterResult(*args, outcome));
@@ -590,8 +610,7 @@ HttpReply ExtenderService::Bind(const std::string& body) {
   if (kube_ == nullptr) {
     return fail("the Tessera extender has no Kubernetes API configured and cannot bind");
   }
-  std::string pod_path = absl::StrCat("/api/v1/namespaces/", UrlEscape(b->pod_namespace), "/pods/",
-                                      UrlEscape(b->pod_name));
+  const std::string pod_path = PodPath(b->pod_namespace, b->pod_name);
   std::optional<GpuRequest> req;
   int32_t priority = 0;
   std::map<std::string, std::string> labels;
@@ -697,38 +716,18 @@ HttpReply ExtenderService::Preempt(const std::string& body) {
   // The budgets as they are now (kube-scheduler reads them from its informer for its own
   // victims); a list that fails leaves the added victims' violations uncounted, as before.
   std::optional<std::vector<DisruptionBudget>> pdbs;
-  if (kube_ != nullptr && args->pod.request.num_gpu > 0) {
-    absl::StatusOr<std::vector<DisruptionBudget>> listed = ListAll<DisruptionBudget>(
-        *kube_, kBudgets, "list poddisruptionbudgets", DecodeDisruptionBudgetList);
-    if (listed.ok()) {
-      pdbs = std::move(*listed);
-    } else {
-      ++list_failures_;
-      ++preempt_without_budgets_;
-    }
-  }
+  if (args->pod.request.num_gpu > 0) pdbs = ListBudgets();
   std::map<std::string, std::vector<std::string>> victims;
   std::map<std::string, int64_t> violations;
   {
     absl::MutexLock lock(&mu_);
     placement::gpushare::DisruptionBudgets budgets;
-    if (pdbs.has_value()) {
-      for (const DisruptionBudget& b : *pdbs) budgets.allowed.push_back(b.disruptions_allowed);
-      budgets.of = [&](const std::string& uid) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        std::vector<int> of;
-        auto it = labeled_.find(uid);
-        if (it == labeled_.end()) return of;  // holds no GPU: kube-scheduler's count has it
-        for (size_t i = 0; i < pdbs->size(); ++i) {
-          if ((*pdbs)[i].Covers(it->second.ns, it->second.name, it->second.labels)) {
-            of.push_back(static_cast<int>(i));
-          }
-        }
-        return of;
-      };
-    }
+    if (pdbs.has_value()) budgets = BudgetsOf(*pdbs);
     victims =
         cluster_.PreemptionVictims(args->pod.request, args->pod.priority, chosen, args->pod.uid,
                                    pdbs.has_value() ? &budgets : nullptr, &violations);
+    // kube-scheduler preempts for this attempt itself: no share preemption for it as well.
+    if (!victims.empty()) blocked_.erase(args->pod.uid);
   }
   std::map<std::string, NodeVictims> result;
   for (auto& [node, uids] : victims) {
@@ -740,6 +739,190 @@ HttpReply ExtenderService::Preempt(const std::string& body) {
   preempt_nodes_dropped_ += static_cast<int64_t>(chosen.size() - result.size());
   Count("preempt", 200);
   return Json(200, EncodePreemptionResult(result));
+}
+
+std::optional<std::vector<DisruptionBudget>> ExtenderService::ListBudgets() {
+  if (kube_ == nullptr) return std::nullopt;
+  absl::StatusOr<std::vector<DisruptionBudget>> listed = ListAll<DisruptionBudget>(
+      *kube_, kBudgets, "list poddisruptionbudgets", DecodeDisruptionBudgetList);
+  if (!listed.ok()) {
+    ++list_failures_;
+    ++preempt_without_budgets_;
+    return std::nullopt;
+  }
+  return std::move(*listed);
+}
+
+placement::gpushare::DisruptionBudgets ExtenderService::BudgetsOf(
+    const std::vector<DisruptionBudget>& pdbs) const {
+  placement::gpushare::DisruptionBudgets budgets;
+  for (const DisruptionBudget& b : pdbs) budgets.allowed.push_back(b.disruptions_allowed);
+  budgets.of = [this, &pdbs](const std::string& uid) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    std::vector<int> of;
+    auto it = labeled_.find(uid);
+    if (it == labeled_.end()) return of;  // holds no GPU: kube-scheduler's count has it
+    for (size_t i = 0; i < pdbs.size(); ++i) {
+      if (pdbs[i].Covers(it->second.ns, it->second.name, it->second.labels)) {
+        of.push_back(static_cast<int>(i));
+      }
+    }
+    return of;
+  };
+  return budgets;
+}
+
+void ExtenderService::EnableSharePreemption(const Clock* clock, absl::Duration delay) {
+  absl::MutexLock lock(&mu_);
+  preempt_clock_ = clock;
+  preempt_delay_ = delay;
+}
+
+int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)>& log) {
+  std::vector<Blocked> ready;
+  absl::Time now;
+  {
+    absl::MutexLock lock(&mu_);
+    if (preempt_clock_ == nullptr || kube_ == nullptr) return 0;
+    now = preempt_clock_->Now();
+    // A preemption is over once none of its victims holds GPUs any more.
+    absl::erase_if(preempting_, [this](const auto& entry) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return std::none_of(entry.second.begin(), entry.second.end(),
+                          [this](const std::string& uid) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                            return cluster_.Find(uid) != nullptr;
+                          });
+    });
+    for (auto it = blocked_.begin(); it != blocked_.end();) {
+      if (now - it->second.since >= preempt_delay_) {
+        ready.push_back(std::move(it->second));
+        blocked_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (ready.empty()) return 0;
+  const std::optional<std::vector<DisruptionBudget>> pdbs = ListBudgets();
+  int preempted = 0;
+  for (const Blocked& b : ready) {
+    const PodInfo& pod = b.pod;
+    const std::string who = absl::StrCat(pod.ns, "/", pod.name);
+    std::string node;
+    std::vector<Victim> victims;
+    bool unnamed = false;  // a victim held but never seen in a list or the watch
+    {
+      absl::MutexLock lock(&mu_);
+      if (preempting_.contains(pod.uid)) continue;      // its victims are still ending
+      if (cluster_.Find(pod.uid) != nullptr) continue;  // bound (or being bound) meanwhile
+      const std::string nominated =
+          pod.nominated_node.empty() ? cluster_.NominatedNode(pod.uid) : pod.nominated_node;
+      if (!nominated.empty() && cluster_.EndingBelow(nominated, pod.priority)) continue;
+      if (!cluster_.Filter(pod.request, b.nodes, pod.uid, pod.priority).fit.empty()) continue;
+      std::map<std::string, std::vector<std::string>> chosen;
+      for (const std::string& n : b.nodes) chosen[n];
+      placement::gpushare::DisruptionBudgets budgets;
+      if (pdbs.has_value()) budgets = BudgetsOf(*pdbs);
+      std::map<std::string, int64_t> violations;
+      std::map<std::string, std::vector<std::string>> on =
+          cluster_.PreemptionVictims(pod.request, pod.priority, chosen, pod.uid,
+                                     pdbs.has_value() ? &budgets : nullptr, &violations);
+      node = cluster_.PickPreemptionNode(on, violations);
+      if (node.empty()) continue;  // no eviction of lower-priority pods makes room
+      for (const std::string& uid : on[node]) {
+        auto it = labeled_.find(uid);
+        if (it == labeled_.end()) {
+          unnamed = true;
+          break;
+        }
+        victims.push_back({uid, it->second.ns, it->second.name});
+      }
+      if (!unnamed) {
+        cluster_.Nominate(pod.uid, who, pod.request, pod.priority, node);
+        preempting_[pod.uid] = on[node];
+      }
+    }
+    if (unnamed) {
+      ++share_preemptions_failed_;
+      log(absl::StrCat("preempt: ", who, ": a victim on ", node,
+                       " is not known by name yet; next attempt"));
+      continue;
+    }
+    std::vector<std::string> names;
+    for (const Victim& v : victims) names.push_back(absl::StrCat(v.ns, "/", v.name));
+    absl::Status s = NominateInApi(pod, node);
+    const bool nominated = s.ok();
+    if (nominated) s = Evict(pod, victims, now);
+    if (!s.ok()) {
+      absl::MutexLock lock(&mu_);
+      preempting_.erase(pod.uid);  // the next attempt chooses again
+      // Not nominated in the API: no room is kept for it. (Nominated, it keeps what the victims
+      // deleted so far free, as kube-scheduler's nomination does.)
+      if (!nominated && cluster_.NominatedNode(pod.uid) == node) {
+        cluster_.ClearNomination(pod.uid);
+      }
+      if (!nominated && s.message() == kPreemptorGone) continue;  // deleted meanwhile
+      ++share_preemptions_failed_;
+      log(absl::StrCat("preempt: ", who, " on ", node, ": ", s.message()));
+      continue;
+    }
+    ++share_preemptions_;
+    share_victims_ += static_cast<int64_t>(victims.size());
+    ++preempted;
+    log(absl::StrCat("preempt: ", who, " (priority ", pod.priority, ") nominated to ", node,
+                     "; evicting ", absl::StrJoin(names, ", "), " for their GPU share"));
+  }
+  return preempted;
+}
+
+absl::Status ExtenderService::NominateInApi(const PodInfo& pod, const std::string& node) const {
+  const json patch = {{"metadata", {{"uid", pod.uid}}}, {"status", {{"nominatedNodeName", node}}}};
+  TESSERA_ASSIGN_OR_RETURN(
+      KubeResponse r, kube_->Request("PATCH", PodPath(pod.ns, pod.name) + "/status", patch.dump(),
+                                     "application/merge-patch+json"));
+  // Deleted, or replaced by a pod of the same name, since filter saw it: nothing to do.
+  if (r.status == 404 || r.status == 409) return absl::NotFoundError(kPreemptorGone);
+  return KubeClient::Check(r, "nominate the preemptor");
+}
+
+absl::Status ExtenderService::Evict(const PodInfo& pod, const std::vector<Victim>& victims,
+                                    absl::Time now) const {
+  const std::string when = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", now, absl::UTCTimeZone());
+  for (const Victim& v : victims) {
+    // A strategic merge patch: conditions merge by type, the others stay.
+    const json condition = {
+        {"metadata", {{"uid", v.uid}}},
+        {"status",
+         {{"conditions",
+           {{{"type", "DisruptionTarget"},
+             {"status", "True"},
+             {"reason", "PreemptionByScheduler"},
+             {"message", absl::StrCat("tessera-scheduler-extender: preempting to accommodate a "
+                                      "higher priority pod (",
+                                      pod.ns, "/", pod.name, ") on its GPU share")},
+             {"lastTransitionTime", when}}}}}}};
+    TESSERA_ASSIGN_OR_RETURN(
+        KubeResponse r, kube_->Request("PATCH", PodPath(v.ns, v.name) + "/status", condition.dump(),
+                                       "application/strategic-merge-patch+json"));
+    if (r.status == 404 || r.status == 409) continue;  // gone, or another pod by that name
+    TESSERA_RETURN_IF_ERROR(
+        KubeClient::Check(r, absl::StrCat("mark ", v.ns, "/", v.name, " as preempted")));
+    const json options = {
+        {"apiVersion", "v1"}, {"kind", "DeleteOptions"}, {"preconditions", {{"uid", v.uid}}}};
+    TESSERA_ASSIGN_OR_RETURN(r, kube_->Request("DELETE", PodPath(v.ns, v.name), options.dump()));
+    if (r.status == 404 || r.status == 409) continue;
+    TESSERA_RETURN_IF_ERROR(KubeClient::Check(r, absl::StrCat("delete ", v.ns, "/", v.name)));
+  }
+  return absl::OkStatus();
+}
+
+void ExtenderService::PreemptLoop(absl::Duration period, const std::atomic<bool>& stop,
+                                  const std::function<void(const std::string&)>& log) {
+  const int steps = std::max<int64_t>(1, absl::ToInt64Milliseconds(period) / 100);
+  while (!stop.load()) {
+    for (int i = 0; i < steps && !stop.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!stop.load()) PreemptBlocked(log);
+  }
 }
 
 HttpReply ExtenderService::Metrics() const {
@@ -777,11 +960,23 @@ HttpReply ExtenderService::Metrics() const {
       "tessera_extender_preempt_nodes_total{outcome=\"victims_added\"} ",
       preempt_victims_added_.load(), "\ntessera_extender_preempt_nodes_total{outcome=\"dropped\"} ",
       preempt_nodes_dropped_.load(),
-      "\n# HELP tessera_extender_preempt_without_budgets_total Preempt calls answered without "
-      "PodDisruptionBudgets because listing them failed (counted in the list failures too).\n"
+      "\n# HELP tessera_extender_preempt_without_budgets_total Preempt calls answered, and share "
+      "preemption rounds made, without PodDisruptionBudgets because listing them failed (counted "
+      "in the list failures too).\n"
       "# TYPE tessera_extender_preempt_without_budgets_total counter\n"
       "tessera_extender_preempt_without_budgets_total ",
-      preempt_without_budgets_.load(), "\n");
+      preempt_without_budgets_.load(),
+      "\n# HELP tessera_extender_share_preemptions_total Preemptions made by the extender for "
+      "pods that only GPU share kept out (--preempt-shares), by result.\n"
+      "# TYPE tessera_extender_share_preemptions_total counter\n"
+      "tessera_extender_share_preemptions_total{result=\"ok\"} ",
+      share_preemptions_.load(), "\ntessera_extender_share_preemptions_total{result=\"failed\"} ",
+      share_preemptions_failed_.load(),
+      "\n# HELP tessera_extender_share_preemption_victims_total Pods deleted by share "
+      "preemptions.\n"
+      "# TYPE tessera_extender_share_preemption_victims_total counter\n"
+      "tessera_extender_share_preemption_victims_total ",
+      share_victims_.load(), "\n");
   absl::MutexLock lock(&mu_);
   absl::StrAppend(&out,
                   "# HELP tessera_extender_gpu_milli Milli-GPU on the nodes the extender knows.\n"

@@ -99,6 +99,34 @@ class ExtenderService {
   HttpReply Preempt(const std::string& body);
   HttpReply Metrics() const;
 
+  // Share preemption (`--preempt-shares`). kube-scheduler's DefaultPreemption never evicts for a
+  // GPU share: its plugins do not see shares, a node where they fit the pod without evicting
+  // anything is no preemption candidate, and so a pod refused only by this extender's filter gets
+  // no preemption at all (the preempt verb above is never called for such nodes). With this on,
+  // filter remembers a GPU pod that none of the nodes it was sent has room for, and
+  // PreemptBlocked, `delay` later, does for it what kube-scheduler's preemption does, on the
+  // nodes filter refused for GPU room (not those where the pod can never run):
+  // - it skips a pod that fits now, one with preemptionPolicy Never (filter does not remember
+  //   it), one nominated to a node where lower-priority GPU holders are still ending, and one
+  //   whose victims from an earlier preemption are still held (PodEligibleToPreemptOthers);
+  // - it chooses victims per node as for the preempt verb (PreemptionVictims, with the
+  //   PodDisruptionBudgets listed then) and the node as kube-scheduler does
+  //   (PickPreemptionNode);
+  // - it nominates the pod there (merge patch of status.nominatedNodeName, so the room is kept
+  //   for it, here and by kube-scheduler for CPU and memory), then marks each victim with the
+  //   DisruptionTarget condition (reason PreemptionByScheduler, which kube-scheduler reads as a
+  //   preemption in progress) and deletes it, the UIDs as preconditions.
+  // The delay lets kube-scheduler's own preemption of the same attempt go first: it preempts on
+  // nodes its plugins refused, and the preempt verb it calls then forgets the remembered pod.
+  // `clock` must outlive the service.
+  void EnableSharePreemption(const Clock* clock, absl::Duration delay);
+  // Acts on the pods remembered at least the delay ago; returns how many it preempted for. Each
+  // preemption and each failure goes to `log` as one line ("preempt: ...").
+  int PreemptBlocked(const std::function<void(const std::string&)>& log);
+  // PreemptBlocked about every `period` until `stop`.
+  void PreemptLoop(absl::Duration period, const std::atomic<bool>& stop,
+                   const std::function<void(const std::string&)>& log);
+
   // For tests and metrics.
   int held_pods() const;
   std::optional<placement::gpushare::Assignment> Held(const std::string& uid) const;
@@ -164,6 +192,22 @@ class ExtenderService {
   // Records `pod`'s nomination if it is a pending GPU pod nominated to a node after a preemption
   // (its GPU room is then kept from pods of lower or equal priority); clears it otherwise.
   void Nominate(const PodInfo& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The PodDisruptionBudgets as they are now; none when the list fails (counted).
+  std::optional<std::vector<DisruptionBudget>> ListBudgets();
+  // Preemption's view of them: the budgets each held pod counts against (by its labels).
+  placement::gpushare::DisruptionBudgets BudgetsOf(const std::vector<DisruptionBudget>& pdbs) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A victim of a share preemption, as the API names it.
+  struct Victim {
+    std::string uid;
+    std::string ns;
+    std::string name;
+  };
+  // The API calls of a share preemption: nominate `pod` to `node` (NotFound "the pod is gone"
+  // when it was deleted or replaced since), then mark and delete each victim for it (one already
+  // gone, 404, or replaced, 409, is skipped).
+  absl::Status NominateInApi(const PodInfo& pod, const std::string& node) const;
+  absl::Status Evict(const PodInfo& pod, const std::vector<Victim>& victims, absl::Time now) const;
   // The assignments of the active pods that can be held, and a line for each that cannot.
   static std::map<std::string, placement::gpushare::Assignment> LiveAssignments(
       const std::vector<PodInfo>& pods, std::vector<std::string>* problems);
@@ -196,6 +240,20 @@ class ExtenderService {
   // Where the node watch resumes, as pods_version_.
   std::string nodes_version_ ABSL_GUARDED_BY(mu_);
   int64_t node_events_ ABSL_GUARDED_BY(mu_) = 0;
+  // Share preemption: off while preempt_clock_ is null.
+  const Clock* preempt_clock_ = nullptr;
+  absl::Duration preempt_delay_;
+  struct Blocked {
+    PodInfo pod;
+    std::vector<std::string> nodes;  // refused for GPU room
+    absl::Time since;                // first refused (since the last preemption attempt)
+  };
+  absl::flat_hash_map<std::string, Blocked> blocked_ ABSL_GUARDED_BY(mu_);
+  // Preemptors whose victims are still held, by UID: the victims' UIDs.
+  absl::flat_hash_map<std::string, std::vector<std::string>> preempting_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> share_preemptions_{0};
+  std::atomic<int64_t> share_preemptions_failed_{0};
+  std::atomic<int64_t> share_victims_{0};
   mutable absl::Mutex metrics_mu_;
   mutable std::map<std::pair<std::string, int>, int64_t> calls_ ABSL_GUARDED_BY(metrics_mu_);
   std::atomic<int64_t> binds_ok_{0};

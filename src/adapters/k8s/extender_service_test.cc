@@ -16,6 +16,7 @@
 #include <thread>
 #include <tuple>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -106,6 +107,16 @@ class FakeApi {
                 if (!Authorized(req, res)) return;
                 Patch(req, res);
               });
+      s.Patch(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+)/status)",
+              [this](const httplib::Request& req, httplib::Response& res) {
+                if (!Authorized(req, res)) return;
+                PatchStatus(req, res);
+              });
+      s.Delete(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+))",
+               [this](const httplib::Request& req, httplib::Response& res) {
+                 if (!Authorized(req, res)) return;
+                 Delete(req, res);
+               });
       s.Post(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding)",
              [this](const httplib::Request& req, httplib::Response& res) {
                if (!Authorized(req, res)) return;
@@ -229,6 +240,15 @@ class FakeApi {
   int patches() {
     std::lock_guard<std::mutex> l(mu_);
     return patches_;
+  }
+  int deletes() {
+    std::lock_guard<std::mutex> l(mu_);
+    return deletes_;
+  }
+  // Deletions answer 403, as without RBAC for them.
+  void ForbidDeletes(bool forbid) {
+    std::lock_guard<std::mutex> l(mu_);
+    forbid_deletes_ = forbid;
   }
   // Lists answer at most `n` objects a page (the API server may return fewer than the limit).
   void CapPagesAt(size_t n) {
@@ -441,6 +461,88 @@ class FakeApi {
     ++patches_;
     res.set_content(pod.dump(), "application/json");
   }
+  // A 409 for an object whose UID is not the precondition's, as the API server answers.
+  static bool UidDiffers(const json& want, const json& pod, httplib::Response& res) {
+    if (want == pod["metadata"]["uid"]) return false;
+    res.status = 409;
+    res.set_content(R"({"kind":"Status","message":"Precondition failed: UID in precondition"})",
+                    "application/json");
+    return true;
+  }
+  // The status subresource: a merge patch of status.nominatedNodeName, or a strategic merge
+  // patch of status.conditions (merged by type), each with metadata.uid as precondition.
+  void PatchStatus(const httplib::Request& req, httplib::Response& res) {
+    json patch = json::parse(req.body, nullptr, false);
+    const std::string type = req.get_header_value("Content-Type");
+    const bool nominate = type == "application/merge-patch+json" && patch.is_object() &&
+                          patch.size() == 2 && patch["status"].is_object() &&
+                          patch["status"].size() == 1 &&
+                          patch["status"]["nominatedNodeName"].is_string();
+    const bool condition =
+        type == "application/strategic-merge-patch+json" && patch.is_object() &&
+        patch.size() == 2 && patch["status"].is_object() && patch["status"].size() == 1 &&
+        patch["status"]["conditions"].is_array() && patch["status"]["conditions"].size() == 1 &&
+        patch["status"]["conditions"][0]["type"].is_string();
+    if ((!nominate && !condition) || !patch["metadata"].is_object() ||
+        patch["metadata"].size() != 1 || !patch["metadata"]["uid"].is_string()) {
+      return Reject(res, "unexpected status patch (" + type + ") " + req.body);
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = pods_.find(req.matches[1].str() + "/" + req.matches[2].str());
+    if (it == pods_.end()) return NotFound(res, "pods", req.matches[2].str());
+    if (UidDiffers(patch["metadata"]["uid"], it->second, res)) return;
+    json pod = it->second;
+    if (nominate) {
+      pod["status"]["nominatedNodeName"] = patch["status"]["nominatedNodeName"];
+    } else {
+      json& conditions = pod["status"]["conditions"];
+      if (!conditions.is_array()) conditions = json::array();
+      const json& c = patch["status"]["conditions"][0];
+      auto same = std::find_if(conditions.begin(), conditions.end(),
+                               [&](const json& x) { return x["type"] == c["type"]; });
+      if (same == conditions.end()) {
+        conditions.push_back(c);
+      } else {
+        *same = c;
+      }
+    }
+    Changed(it->first, &pod);
+    res.set_content(pod.dump(), "application/json");
+  }
+  // A graceful deletion: the pod stays, with deletionTimestamp, until DeletePod (its kubelet).
+  void Delete(const httplib::Request& req, httplib::Response& res) {
+    json options = json::parse(req.body, nullptr, false);
+    if (!options.is_object() || options["kind"] != "DeleteOptions" ||
+        !options["preconditions"]["uid"].is_string()) {
+      return Reject(res, "unexpected delete options " + req.body);
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    if (forbid_deletes_) {
+      res.status = 403;
+      res.set_content(json{{"kind", "Status"},
+                           {"status", "Failure"},
+                           {"reason", "Forbidden"},
+                           {"message", "pods \"" + req.matches[2].str() +
+                                           "\" is forbidden: User \"system:serviceaccount:"
+                                           "tessera-system:tessera-scheduler\" cannot delete "
+                                           "resource \"pods\" in API group \"\""},
+                           {"code", 403}}
+                          .dump(),
+                      "application/json");
+      return;
+    }
+    auto it = pods_.find(req.matches[1].str() + "/" + req.matches[2].str());
+    if (it == pods_.end()) return NotFound(res, "pods", req.matches[2].str());
+    if (UidDiffers(options["preconditions"]["uid"], it->second, res)) return;
+    json pod = it->second;
+    if (!pod["metadata"].contains("deletionTimestamp")) {
+      pod["metadata"]["deletionTimestamp"] = "2026-12-01T10:41:09Z";
+      pod["metadata"]["deletionGracePeriodSeconds"] = 30;
+      Changed(it->first, &pod);
+    }
+    ++deletes_;
+    res.set_content(pod.dump(), "application/json");
+  }
   void Bind(const httplib::Request& req, httplib::Response& res) {
     json b = json::parse(req.body, nullptr, false);
     std::string ns = req.matches[1].str(), name = req.matches[2].str();
@@ -476,6 +578,8 @@ class FakeApi {
   std::optional<std::vector<json>> budgets_;
   std::function<void()> before_binding_;
   int patches_ = 0;
+  int deletes_ = 0;
+  bool forbid_deletes_ = false;
   size_t page_cap_ = 1000;
   bool expire_next_continue_ = false;
   int list_pages_ = 0;
@@ -1459,6 +1563,196 @@ TEST(Extender, NominatedPodKeepsTheGpuRoomItPreemptedFor) {
   EXPECT_EQ(listing.svc->Held(uid), held);
   stop = true;
   follow.join();
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+// kube-scheduler's DefaultPreemption never evicts for a GPU share: where its plugins fit the pod
+// without evicting anything, the node is no candidate, and a pod that only the extender's filter
+// refuses never gets a preemption (the preempt verb is not called). With share preemption on
+// (--preempt-shares) the extender does what kube-scheduler would: a delay after filter refused
+// the pod, it nominates it to the node whose lower-priority GPU holders it can best evict, marks
+// them DisruptionTarget/PreemptionByScheduler and deletes them; it does not preempt again while
+// they end, and the freed room is kept for the pod. A pod with preemptionPolicy Never, one of
+// no higher priority than the holders, and one kube-scheduler preempted for get nothing.
+TEST(Extender, PreemptsForAPodThatOnlyGpuShareKeepsOut) {
+  FakeApi api;
+  // gpu-h100-1's 8 GPUs each hold 900 milli: GPUs 0-3 for pods of priority 5000, 4-7 of 0
+  // (pod i started at 10:(30-i), so pod 4 last).
+  for (int i = 0; i < 8; ++i) {
+    api.AddPod(RunningSharePod(i, "gpu-h100-1", i, 900, i < 4 ? 5000 : 0));
+  }
+  json preemptor = Fixture("pod-nominated.json");  // priority 1000, 225 milli of an H100
+  preemptor["status"].erase("nominatedNodeName");
+  api.AddPod(preemptor);
+  json never = preemptor;
+  never["metadata"]["name"] = "chat-small-never";
+  never["metadata"]["uid"] = "1f2e3d4c-5b6a-4789-8a7b-6c5d4e3f2a11";
+  never["spec"]["preemptionPolicy"] = "Never";
+  api.AddPod(never);
+  json low = preemptor;  // priority 0: no holder below it
+  low["metadata"]["name"] = "chat-small-low";
+  low["metadata"]["uid"] = "1f2e3d4c-5b6a-4789-8a7b-6c5d4e3f2a12";
+  low["spec"]["priority"] = 0;
+  api.AddPod(low);
+
+  Served ext(api.WriteKubeconfig(TempDir()));
+  ASSERT_TRUE(ext.svc->Sync().ok());
+  std::atomic<bool> stop{false};
+  std::thread follow([&] {
+    RealClock clock;
+    ext.svc->Follow(clock, absl::Seconds(30), absl::ZeroDuration(), stop,
+                    [](const std::string& line) { ADD_FAILURE() << line; });
+  });
+  absl::Cleanup end_follow = [&] {
+    stop = true;
+    follow.join();
+  };
+  std::vector<std::string> lines;
+  auto log = [&](const std::string& line) { lines.push_back(line); };
+  // "" when gpu-h100-1 fits `pod`, else why not.
+  auto filter = [&](const json& pod) {
+    httplib::Result r = ext.Post("filter", ArgsWithNodes(pod, {"node-h100.json"}).dump());
+    EXPECT_TRUE(r);
+    if (!r) return std::string("no answer");
+    json f = json::parse(r->body);
+    if (f["nodes"]["items"].size() == 1) return std::string();
+    return f["failedNodes"].value("gpu-h100-1", "not fitting, not failed: " + r->body);
+  };
+  auto deleting = [&](int i) {
+    return api.Pod("inference/chat-" + std::to_string(i))["metadata"].contains("deletionTimestamp");
+  };
+
+  // Off by default: refused pods are not remembered.
+  ASSERT_NE(filter(preemptor), "");
+  SimulatedClock clock(absl::FromUnixSeconds(1796121600));  // 2026-12-01T10:40:00Z
+  ext.svc->EnableSharePreemption(&clock, absl::Seconds(2));
+  clock.Advance(absl::Seconds(5));
+  EXPECT_EQ(ext.svc->PreemptBlocked(log), 0);
+
+  for (const json* p : {&preemptor, &never, &low}) ASSERT_NE(filter(*p), "");
+  EXPECT_EQ(ext.svc->PreemptBlocked(log), 0);  // not yet: kube-scheduler's preemption goes first
+  clock.Advance(absl::Seconds(2));
+  EXPECT_EQ(ext.svc->PreemptBlocked(log), 1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("preempt: inference/chat-small-7d9f8b6c5-x2x4q (priority 1000) "
+                                  "nominated to gpu-h100-1; evicting inference/chat-4"));
+  EXPECT_EQ(api.Pod("inference/chat-small-7d9f8b6c5-x2x4q")["status"]["nominatedNodeName"],
+            "gpu-h100-1");
+  // One victim: of the priority-0 holders, the one started last; marked as kube-scheduler marks
+  // its victims, then deleted.
+  EXPECT_EQ(api.deletes(), 1);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(deleting(i), i == 4) << i;
+  // The condition is merged in by type: the pod's others stay.
+  const json conditions = api.Pod("inference/chat-4")["status"]["conditions"];
+  ASSERT_EQ(conditions.size(), 2u) << conditions;
+  EXPECT_EQ(conditions[0]["type"], "PodScheduled");
+  EXPECT_EQ(conditions[1]["type"], "DisruptionTarget");
+  EXPECT_EQ(conditions[1]["status"], "True");
+  EXPECT_EQ(conditions[1]["reason"], "PreemptionByScheduler");
+  EXPECT_EQ(conditions[1]["lastTransitionTime"], "2026-12-01T10:40:07Z");
+  auto metric = [&](const std::string& line) {
+    return absl::StrContains(ext.svc->Metrics().body, line);
+  };
+  EXPECT_TRUE(metric("tessera_extender_share_preemptions_total{result=\"ok\"} 1\n"));
+  EXPECT_TRUE(metric("tessera_extender_share_preemption_victims_total 1\n"));
+
+  // While the victim ends, the pod is refused still, and not preempted for again.
+  ASSERT_NE(filter(preemptor), "");
+  clock.Advance(absl::Seconds(10));
+  EXPECT_EQ(ext.svc->PreemptBlocked(log), 0);
+  EXPECT_EQ(api.deletes(), 1);
+
+  // The victim is gone: the pod fits, and the room is its own, not a lower-priority pod's.
+  api.DeletePod("inference/chat-4");
+  ASSERT_TRUE(Eventually([&] { return filter(preemptor).empty(); }));
+  json other = low;
+  other["metadata"]["annotations"]["tessera.io/gpu-compute"] = "0.9";
+  EXPECT_THAT(filter(other), HasSubstr("kept for the pods nominated to this node"));
+
+  // kube-scheduler preempting for an attempt itself (its preempt verb gave victims): the
+  // remembered pod is forgotten. Here a pod of two whole GPUs and priority 10000: GPU 4 is free,
+  // and kube-scheduler's victim, pod 0 (evicted for its CPU, say), frees GPU 0.
+  json big = preemptor;
+  big["metadata"]["name"] = "train-0";
+  big["metadata"]["uid"] = "1f2e3d4c-5b6a-4789-8a7b-6c5d4e3f2a13";
+  big["metadata"]["annotations"]["tessera.io/gpu-compute"] = "2";
+  big["metadata"]["annotations"]["tessera.io/gpu-memory"] = "40Gi";
+  big["spec"]["priority"] = 10000;
+  api.AddPod(big);
+  ASSERT_NE(filter(big), "");
+  json args = Fixture("preempt-args-metavictims.json");
+  args["Pod"] = big;
+  args["NodeNameToMetaVictims"] = {
+      {"gpu-h100-1", {{"Pods", {{{"UID", SharePodUid(0)}}}}, {"NumPDBViolations", 0}}}};
+  httplib::Result r = ext.Post("preempt", args.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  ASSERT_TRUE(json::parse(r->body)["NodeNameToMetaVictims"].contains("gpu-h100-1")) << r->body;
+  clock.Advance(absl::Seconds(10));
+  EXPECT_EQ(ext.svc->PreemptBlocked(log), 0);
+  EXPECT_EQ(api.deletes(), 1);
+  EXPECT_EQ(lines.size(), 1u) << lines.back();
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+// A share preemption the API refuses (no RBAC to delete pods) is logged, counted and tried again
+// on the pod's next refusal; the preemptor stays nominated, as kube-scheduler leaves it. One whose
+// pod was deleted before it began is no failure.
+TEST(Extender, SharePreemptionFailuresAreCountedAndTriedAgain) {
+  FakeApi api;
+  // Pod 0 started last: the victim.
+  for (int i = 0; i < 8; ++i) api.AddPod(RunningSharePod(i, "gpu-h100-1", i, 900, 0));
+  json preemptor = Fixture("pod-nominated.json");
+  preemptor["status"].erase("nominatedNodeName");
+  api.AddPod(preemptor);
+  Served ext(api.WriteKubeconfig(TempDir()));
+  ASSERT_TRUE(ext.svc->Sync().ok());
+  SimulatedClock clock(absl::FromUnixSeconds(1796121600));
+  ext.svc->EnableSharePreemption(&clock, absl::Seconds(2));
+  std::vector<std::string> lines;
+  auto log = [&](const std::string& line) { lines.push_back(line); };
+  auto refuse_and_wait = [&](const json& pod) {
+    httplib::Result r = ext.Post("filter", ArgsWithNodes(pod, {"node-h100.json"}).dump());
+    ASSERT_TRUE(r);
+    ASSERT_TRUE(json::parse(r->body)["failedNodes"].contains("gpu-h100-1")) << r->body;
+    clock.Advance(absl::Seconds(2));
+  };
+  auto metric = [&](const std::string& line) {
+    return absl::StrContains(ext.svc->Metrics().body, line);
+  };
+  const std::string key = "inference/chat-small-7d9f8b6c5-x2x4q";
+
+  api.ForbidDeletes(true);
+  refuse_and_wait(preemptor);
+  EXPECT_EQ(ext.svc->PreemptBlocked(log), 0);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("preempt: " + key +
+                                  " on gpu-h100-1: delete inference/chat-0: "
+                                  "HTTP 403: pods \"chat-0\" is forbidden"));
+  EXPECT_TRUE(metric("tessera_extender_share_preemptions_total{result=\"failed\"} 1\n"));
+  EXPECT_EQ(api.Pod(key)["status"]["nominatedNodeName"], "gpu-h100-1");
+  EXPECT_FALSE(api.Pod("inference/chat-0")["metadata"].contains("deletionTimestamp"));
+
+  api.ForbidDeletes(false);
+  refuse_and_wait(preemptor);
+  EXPECT_EQ(ext.svc->PreemptBlocked(log), 1);
+  EXPECT_EQ(api.deletes(), 1);
+  EXPECT_TRUE(api.Pod("inference/chat-0")["metadata"].contains("deletionTimestamp"));
+  EXPECT_TRUE(metric("tessera_extender_share_preemptions_total{result=\"ok\"} 1\n"));
+
+  // A pod deleted between the filter and the preemption: nothing done, nothing failed.
+  json gone = preemptor;
+  gone["metadata"]["name"] = "chat-small-gone";
+  gone["metadata"]["uid"] = "1f2e3d4c-5b6a-4789-8a7b-6c5d4e3f2a14";
+  gone["spec"]["priority"] = 2000;
+  api.AddPod(gone);
+  refuse_and_wait(gone);
+  api.DeletePod("inference/chat-small-gone");
+  lines.clear();
+  EXPECT_EQ(ext.svc->PreemptBlocked(log), 0);
+  EXPECT_TRUE(lines.empty()) << lines[0];
+  EXPECT_EQ(api.deletes(), 1);
+  EXPECT_TRUE(metric("tessera_extender_share_preemptions_total{result=\"failed\"} 1\n"));
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 

@@ -1,6 +1,8 @@
 #include "placement/gpushare/online_cluster.h"
 
 #include <algorithm>
+#include <optional>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -580,6 +582,43 @@ std::map<std::string, std::vector<std::string>> OnlineCluster::PreemptionVictims
     if (added_violations != nullptr) (*added_violations)[node] = violations;
   }
   return out;
+}
+
+std::string OnlineCluster::PickPreemptionNode(
+    const std::map<std::string, std::vector<std::string>>& victims,
+    const std::map<std::string, int64_t>& violations) const {
+  // Each node's key, compared as kube-scheduler's score functions in their order (smaller wins).
+  using Key = std::tuple<int64_t, int64_t, int64_t, size_t, absl::Duration>;
+  std::optional<Key> best;
+  std::string chosen;
+  for (const auto& [node, uids] : victims) {
+    if (uids.empty()) continue;
+    int64_t highest = INT64_MIN, sum = 0;
+    absl::Time earliest = absl::InfiniteFuture();
+    for (const std::string& uid : uids) {
+      auto it = held_.find(uid);
+      const int64_t priority = it == held_.end() ? 0 : it->second.priority;
+      highest = std::max(highest, priority);
+      sum += priority + int64_t{INT32_MAX} + 1;  // as kube-scheduler: every term positive
+      if (it != held_.end()) earliest = std::min(earliest, it->second.started);
+    }
+    auto v = violations.find(node);
+    // The latest earliest start wins (a pod not started yet counts as the latest of all).
+    const Key key{v == violations.end() ? 0 : v->second, highest, sum, uids.size(),
+                  absl::UnixEpoch() - earliest};
+    if (!best.has_value() || key < *best) {
+      best = key;
+      chosen = node;
+    }
+  }
+  return chosen;
+}
+
+bool OnlineCluster::EndingBelow(const std::string& node, int32_t priority) const {
+  auto on = ending_on_.find(node);
+  if (on == ending_on_.end()) return false;
+  return std::any_of(on->second.begin(), on->second.end(),
+                     [&](const std::string& uid) { return held_.at(uid).priority < priority; });
 }
 
 absl::flat_hash_set<std::string> OnlineCluster::HeldNodes() const {

@@ -169,6 +169,22 @@ class OnlineCluster {
       const std::map<std::string, std::vector<std::string>>& chosen, const std::string& uid = "",
       const DisruptionBudgets* budgets = nullptr,
       std::map<std::string, int64_t>* added_violations = nullptr) const;
+  // Of the candidate nodes of a preemption (`victims` as PreemptionVictims returns them, with
+  // the PodDisruptionBudget violations per node), the one kube-scheduler's
+  // pickOneNodeForPreemption would choose: the fewest violations, then the lowest highest victim
+  // priority, the lowest sum of victim priorities, the fewest victims, the latest start of the
+  // earliest started victim, then the first by name. "" when there is none.
+  std::string PickPreemptionNode(const std::map<std::string, std::vector<std::string>>& victims,
+                                 const std::map<std::string, int64_t>& violations) const;
+  // Whether a pod of lower priority than `priority` holding GPUs on `node` is ending
+  // (kube-scheduler's PodEligibleToPreemptOthers: a preemptor nominated there waits for such
+  // victims rather than preempting again).
+  bool EndingBelow(const std::string& node, int32_t priority) const;
+  // The node `uid` is nominated to; "" if none.
+  std::string NominatedNode(const std::string& uid) const {
+    auto it = nominated_.find(uid);
+    return it == nominated_.end() ? "" : it->second.node;
+  }
   // The nodes on which some pod holds GPUs.
   absl::flat_hash_set<std::string> HeldNodes() const;
 

@@ -275,6 +275,56 @@ TEST(OnlineCluster, PreemptionVictimsFreeTheGpuTheShareNeeds) {
 
 // A pod nominated to a node after a preemption keeps the GPU room it waits for from pods of
 // lower or equal priority (Filter, Reserve, and other preemptions), and only that room.
+// The extender's own preemption (for pods only GPU share keeps out) picks among candidate nodes
+// as kube-scheduler's pickOneNodeForPreemption does, each rule breaking the previous one's ties.
+TEST(OnlineCluster, PicksThePreemptionNodeAsKubeSchedulerDoes) {
+  OnlineCluster c(MakeTesseraPolicy());
+  const absl::Time t0 = absl::FromUnixSeconds(1764800000);
+  // Pods p<i> on node n<i>, one per GPU of an 8-GPU H100 node.
+  auto pod = [&](const std::string& uid, const std::string& node, int gpu, int32_t priority,
+                 absl::Time started) {
+    if (!c.HasNode(node)) c.UpsertNode(H100(node, 8));
+    ASSERT_TRUE(c.Restore(uid, {.node = node, .gpus = {gpu}, .milli_per_gpu = 500}).ok());
+    c.SetImportance(uid, priority, started);
+  };
+  pod("a1", "a", 0, 10, t0);
+  pod("b1", "b", 0, 5, t0);
+  pod("b2", "b", 1, 5, t0);
+  pod("c1", "c", 0, 5, t0);
+  pod("d1", "d", 0, -100, t0);
+  pod("d2", "d", 1, -100, t0);
+  pod("e1", "e", 0, -100, t0 + absl::Minutes(1));
+  pod("e2", "e", 1, -100, t0 + absl::Minutes(1));
+  using Victims = std::map<std::string, std::vector<std::string>>;
+  const Victims all = {
+      {"a", {"a1"}}, {"b", {"b1", "b2"}}, {"c", {"c1"}}, {"d", {"d1", "d2"}}, {"e", {"e1", "e2"}}};
+  // The fewest budget violations first.
+  EXPECT_EQ(c.PickPreemptionNode(all, {{"d", 1}, {"e", 1}}), "c");
+  // Then the lowest highest priority: d and e (-100); their sums tie (two pods each), so do
+  // their counts; e's victims started later.
+  EXPECT_EQ(c.PickPreemptionNode(all, {}), "e");
+  // The lowest sum of priorities: c (one pod of 5) before b (two).
+  EXPECT_EQ(c.PickPreemptionNode({{"b", {"b1", "b2"}}, {"c", {"c1"}}, {"a", {"a1"}}}, {}), "c");
+  // A sum with negative priorities counts each victim (one of -100 beats two of -100).
+  pod("f1", "f", 0, -100, t0);
+  EXPECT_EQ(c.PickPreemptionNode({{"d", {"d1", "d2"}}, {"f", {"f1"}}}, {}), "f");
+  // A victim not started yet counts as the latest started.
+  pod("g1", "g", 0, -100, absl::InfiniteFuture());
+  EXPECT_EQ(c.PickPreemptionNode({{"f", {"f1"}}, {"g", {"g1"}}}, {}), "g");
+  // Full ties: the first by name; nothing to choose from: "".
+  EXPECT_EQ(c.PickPreemptionNode({{"d", {"d1", "d2"}}, {"z", {}}}, {}), "d");
+  EXPECT_EQ(c.PickPreemptionNode({}, {}), "");
+
+  // Ending pods below a priority on a node (a preemption in progress there).
+  EXPECT_FALSE(c.EndingBelow("b", 10));
+  c.SetImportance("b1", 5, t0, /*ending=*/true);
+  EXPECT_TRUE(c.EndingBelow("b", 10));
+  EXPECT_FALSE(c.EndingBelow("b", 5));   // not below
+  EXPECT_FALSE(c.EndingBelow("a", 10));  // another node
+  c.Release("b1");
+  EXPECT_FALSE(c.EndingBelow("b", 10));
+}
+
 TEST(OnlineCluster, NominatedPodsKeepTheRoomTheyWaitFor) {
   OnlineCluster c(MakeTesseraPolicy());
   c.UpsertNode(H100("n", 2));
