@@ -741,6 +741,23 @@ HttpReply ExtenderService::Preempt(const std::string& body) {
   return Json(200, EncodePreemptionResult(result));
 }
 
+std::map<std::string, std::vector<std::string>> ExtenderService::ShareVictims(
+    const Blocked& b, const placement::gpushare::DisruptionBudgets* budgets,
+    std::map<std::string, int64_t>* violations) const {
+  const PodInfo& pod = b.pod;
+  if (preempting_.contains(pod.uid)) return {};      // its victims are still ending
+  if (cluster_.Find(pod.uid) != nullptr) return {};  // bound (or being bound) meanwhile
+  // Nominated where lower-priority pods are ending: a preemption for it is under way.
+  const std::string nominated =
+      pod.nominated_node.empty() ? cluster_.NominatedNode(pod.uid) : pod.nominated_node;
+  if (!nominated.empty() && cluster_.EndingBelow(nominated, pod.priority)) return {};
+  if (!cluster_.Filter(pod.request, b.nodes, pod.uid, pod.priority).fit.empty()) return {};
+  std::map<std::string, std::vector<std::string>> chosen;
+  for (const std::string& n : b.nodes) chosen[n];
+  return cluster_.PreemptionVictims(pod.request, pod.priority, chosen, pod.uid, budgets,
+                                    violations);
+}
+
 std::optional<std::vector<DisruptionBudget>> ExtenderService::ListBudgets() {
   if (kube_ == nullptr) return std::nullopt;
   absl::StatusOr<std::vector<DisruptionBudget>> listed = ListAll<DisruptionBudget>(
@@ -792,12 +809,14 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
                           });
     });
     for (auto it = blocked_.begin(); it != blocked_.end();) {
-      if (now - it->second.since >= preempt_delay_) {
-        ready.push_back(std::move(it->second));
-        blocked_.erase(it++);
-      } else {
+      if (now - it->second.since < preempt_delay_) {
         ++it;
+        continue;
       }
+      // Only pods that some eviction would help go on (budgets change the victims, not whether
+      // there are any): the budgets are listed only for those.
+      if (!ShareVictims(it->second, nullptr, nullptr).empty()) ready.push_back(it->second);
+      blocked_.erase(it++);
     }
   }
   if (ready.empty()) return 0;
@@ -811,22 +830,13 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
     bool unnamed = false;  // a victim held but never seen in a list or the watch
     {
       absl::MutexLock lock(&mu_);
-      if (preempting_.contains(pod.uid)) continue;      // its victims are still ending
-      if (cluster_.Find(pod.uid) != nullptr) continue;  // bound (or being bound) meanwhile
-      const std::string nominated =
-          pod.nominated_node.empty() ? cluster_.NominatedNode(pod.uid) : pod.nominated_node;
-      if (!nominated.empty() && cluster_.EndingBelow(nominated, pod.priority)) continue;
-      if (!cluster_.Filter(pod.request, b.nodes, pod.uid, pod.priority).fit.empty()) continue;
-      std::map<std::string, std::vector<std::string>> chosen;
-      for (const std::string& n : b.nodes) chosen[n];
       placement::gpushare::DisruptionBudgets budgets;
       if (pdbs.has_value()) budgets = BudgetsOf(*pdbs);
       std::map<std::string, int64_t> violations;
       std::map<std::string, std::vector<std::string>> on =
-          cluster_.PreemptionVictims(pod.request, pod.priority, chosen, pod.uid,
-                                     pdbs.has_value() ? &budgets : nullptr, &violations);
+          ShareVictims(b, pdbs.has_value() ? &budgets : nullptr, &violations);
       node = cluster_.PickPreemptionNode(on, violations);
-      if (node.empty()) continue;  // no eviction of lower-priority pods makes room
+      if (node.empty()) continue;  // no eviction of lower-priority pods makes room (any more)
       for (const std::string& uid : on[node]) {
         auto it = labeled_.find(uid);
         if (it == labeled_.end()) {

@@ -197,6 +197,13 @@ class ExtenderService {
   // Preemption's view of them: the budgets each held pod counts against (by its labels).
   placement::gpushare::DisruptionBudgets BudgetsOf(const std::vector<DisruptionBudget>& pdbs) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct Blocked;
+  // The victims per node that would let a remembered pod fit (PreemptionVictims over the nodes
+  // filter refused); none for a pod that fits now, is bound, or waits for an earlier
+  // preemption's victims to end.
+  std::map<std::string, std::vector<std::string>> ShareVictims(
+      const Blocked& b, const placement::gpushare::DisruptionBudgets* budgets,
+      std::map<std::string, int64_t>* violations) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A victim of a share preemption, as the API names it.
   struct Victim {
     std::string uid;

@@ -1595,6 +1595,7 @@ TEST(Extender, PreemptsForAPodThatOnlyGpuShareKeepsOut) {
   low["spec"]["priority"] = 0;
   api.AddPod(low);
 
+  api.SetBudgets({});  // the budgets API answers, with none
   Served ext(api.WriteKubeconfig(TempDir()));
   ASSERT_TRUE(ext.svc->Sync().ok());
   std::atomic<bool> stop{false};
@@ -1655,6 +1656,7 @@ TEST(Extender, PreemptsForAPodThatOnlyGpuShareKeepsOut) {
   };
   EXPECT_TRUE(metric("tessera_extender_share_preemptions_total{result=\"ok\"} 1\n"));
   EXPECT_TRUE(metric("tessera_extender_share_preemption_victims_total 1\n"));
+  EXPECT_TRUE(metric("tessera_extender_preempt_without_budgets_total 0\n"));
 
   // While the victim ends, the pod is refused still, and not preempted for again.
   ASSERT_NE(filter(preemptor), "");
