@@ -3,7 +3,8 @@
 // JSON parse + policy score of every fitting node + JSON encode, without the HTTP hop; and
 // filter the same way, also while pods nominated after preemptions wait on some nodes. Every
 // call rescores every node (no per-class cache: pods differ). And the preempt verb over
-// kube-scheduler's default 100 candidates; and a whole --resync list of 50,000 pods over HTTP.
+// kube-scheduler's default 100 candidates; share preemption's choice over every refused node;
+// and a whole --resync list of 50,000 pods over HTTP.
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "adapters/k8s/extender_service.h"
@@ -20,6 +21,8 @@ using nlohmann::json;
 struct Fixture {
   std::unique_ptr<ExtenderService> svc;
   std::string args;
+  std::vector<placement::gpushare::OnlineNode> nodes;
+  std::vector<PodInfo> pods;
 };
 
 // `nominated` pending pods of priority 1000 (a whole GPU each) wait on as many nodes after a
@@ -89,6 +92,8 @@ Fixture Build(int nominated = 0) {
         {"annotations", {{"tessera.io/gpu-memory", "6Gi"}, {"tessera.io/gpu-compute", "0.3"}}}}},
       {"spec", {{"containers", json::array({{{"name", "c"}, {"image", "x"}}})}}}};
   f.args = json{{"pod", pod}, {"nodenames", names}}.dump();
+  f.nodes = std::move(nodes);
+  f.pods = std::move(pods);
   return f;
 }
 
@@ -137,6 +142,41 @@ void BM_ExtenderPreempt100Candidates(benchmark::State& state) {
   state.counters["nodes_kept"] = static_cast<double>(kept);
 }
 BENCHMARK(BM_ExtenderPreempt100Candidates)->Unit(benchmark::kMicrosecond);
+
+// What share preemption (--preempt-shares) computes under the extender's lock for one
+// remembered pod: the filter over the nodes kube-scheduler sent (all 1,213 here), the victims on
+// every node refused for GPU room (PreemptionVictims, no candidate cap: the 617 nodes of 8 GPUs
+// for a pod of eight whole GPUs and priority 1000 against the fixture's priority-0 holders), and
+// the node kube-scheduler's rules pick. The budgets and the API calls are left out.
+void BM_SharePreemptionChoice1213Nodes(benchmark::State& state) {
+  Fixture f = Build();
+  placement::gpushare::OnlineCluster c(placement::gpushare::MakeTesseraPolicy());
+  std::vector<std::string> names;
+  for (const auto& n : f.nodes) {
+    c.UpsertNode(n);
+    names.push_back(n.name);
+  }
+  for (const PodInfo& p : f.pods) {
+    if (p.assignment.has_value()) (void)c.Restore(p.uid, *p.assignment);
+  }
+  const placement::gpushare::GpuRequest req = {
+      .num_gpu = 8, .memory_bytes = 0, .compute_milli = 1000, .models = {}};
+  size_t refused = 0;
+  std::string node;
+  for (auto _ : state) {
+    placement::gpushare::FilterOutcome out = c.Filter(req, names, "bench-uid", 1000);
+    std::map<std::string, std::vector<std::string>> chosen;
+    for (const auto& [name, why] : out.failed) chosen[name];
+    std::map<std::string, int64_t> violations;
+    auto victims = c.PreemptionVictims(req, 1000, chosen, "bench-uid", nullptr, &violations);
+    node = c.PickPreemptionNode(victims, violations);
+    refused = chosen.size();
+    benchmark::DoNotOptimize(node);
+  }
+  state.counters["nodes_refused"] = static_cast<double>(refused);
+  if (node.empty()) state.SkipWithError("no node chosen");
+}
+BENCHMARK(BM_SharePreemptionChoice1213Nodes)->Unit(benchmark::kMicrosecond);
 
 // A bound pod as the API server lists it: the fixture's spec and annotations plus what a running
 // pod carries (managedFields of the controller, the kubelet and the extender; status with

@@ -809,16 +809,21 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
                           });
     });
     for (auto it = blocked_.begin(); it != blocked_.end();) {
-      if (now - it->second.since < preempt_delay_) {
+      if (now - it->second.since >= preempt_delay_) {
+        ready.push_back(std::move(it->second));
+        blocked_.erase(it++);
+      } else {
         ++it;
-        continue;
       }
-      // Only pods that some eviction would help go on (budgets change the victims, not whether
-      // there are any): the budgets are listed only for those.
-      if (!ShareVictims(it->second, nullptr, nullptr).empty()) ready.push_back(it->second);
-      blocked_.erase(it++);
     }
   }
+  // Only pods that some eviction would help go on (budgets change the victims, not whether there
+  // are any), so the budgets are listed only for those. The lock is taken per pod (a few ms each
+  // on a large cluster: BM_SharePreemptionChoice1213Nodes) so that filter calls pass between.
+  std::erase_if(ready, [this](const Blocked& b) {
+    absl::MutexLock lock(&mu_);
+    return ShareVictims(b, nullptr, nullptr).empty();
+  });
   if (ready.empty()) return 0;
   const std::optional<std::vector<DisruptionBudget>> pdbs = ListBudgets();
   int preempted = 0;
