@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end test of the `tessera scheduler-extender` binary: it restores its state from
 # `kubectl get nodes/pods -o json` files (a restart), serves filter/prioritize/preempt on a free
-# port, answers 400 to a malformed request, refuses to bind without an API, and exits 0 on SIGTERM.
+# port, answers 400 to a malformed request, refuses to bind without an API, and exits 0 on SIGTERM;
+# then, against a stand-in API server (fake_kube_api.py), preempts for a pod only GPU share keeps
+# out (--preempt-shares).
 # Usage: scheduler_extender_test.sh path/to/tessera
 set -u
 TESSERA=${1:?usage: scheduler_extender_test.sh path/to/tessera}
@@ -121,6 +123,79 @@ wait "$PID"
 rc=$?
 PID=""
 check "exits 0 on SIGTERM" test "$rc" = 0
+
+# Share preemption end to end (--preempt-shares 1), against a stand-in API server: a pod of
+# priority 1000 that only GPU share keeps out (every GPU of gpu-h100-1 900 milli full, held at
+# priority 0) is nominated to the node, and the holder that started last is marked as
+# preempted and deleted, by the running binary's own loop.
+python3 - "$DATA" "$WORK" <<'PY'
+import json, sys
+data, work = sys.argv[1], sys.argv[2]
+pods = []
+for i in range(8):
+    p = json.load(open(f"{data}/pod-share.json"))
+    p["metadata"]["name"], p["metadata"]["uid"] = f"holder-{i}", f"uid-holder-{i}"
+    p["spec"]["nodeName"], p["spec"]["priority"] = "gpu-h100-1", 0
+    p["status"]["phase"], p["status"]["startTime"] = "Running", f"2026-12-01T10:{30 - i}:00Z"
+    p["metadata"]["annotations"]["tessera.io/gpu-assignment"] = json.dumps(
+        {"node": "gpu-h100-1", "gpus": [i], "milliPerGpu": 900})
+    pods.append(p)
+preemptor = json.load(open(f"{data}/pod-nominated.json"))
+del preemptor["status"]["nominatedNodeName"]
+pods.append(preemptor)
+json.dump({"nodes": [json.load(open(f"{data}/node-h100.json"))], "pods": pods},
+          open(f"{work}/api-state.json", "w"))
+json.dump({"pod": preemptor, "nodenames": ["gpu-h100-1"]}, open(f"{work}/blocked.json", "w"))
+PY
+python3 "$(dirname "${BASH_SOURCE[0]}")/fake_kube_api.py" "$WORK/api-state.json" \
+  "$WORK/api-log.jsonl" "$WORK/api-port" &
+FAKE=$!
+trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; kill "$FAKE" 2>/dev/null; rm -rf "$WORK"' EXIT
+for _ in $(seq 100); do [ -s "$WORK/api-port" ] && break; sleep 0.1; done
+printf '%s\n' "apiVersion: v1" "kind: Config" "current-context: test" \
+  "clusters: [{name: fake, cluster: {server: \"http://127.0.0.1:$(cat "$WORK/api-port")\"}}]" \
+  "contexts: [{name: test, context: {cluster: fake, user: sched}}]" \
+  "users: [{name: sched, user: {token: test-token}}]" >"$WORK/kubeconfig"
+env -u KUBERNETES_SERVICE_HOST "$TESSERA" scheduler-extender --listen 127.0.0.1:0 \
+  --kubeconfig "$WORK/kubeconfig" --preempt-shares 1 --resync 30 2>"$WORK/stderr-preempt" &
+PID=$!
+PORT=$(announced_port "$WORK/stderr-preempt")
+check "share preemption: extender up against the API" test -n "$PORT"
+check "share preemption: the holders restored from the API" \
+  grep -q '8 pods holding GPUs restored' "$WORK/stderr-preempt"
+out=$(post filter "$WORK/blocked.json")
+check "share preemption: the pod is refused for GPU room" python3 -c '
+import json, sys
+r = json.loads(sys.argv[1].split(" ", 1)[1])
+assert r["nodenames"] == [] and "gpu-h100-1" in r["failedNodes"], r' "$out"
+for _ in $(seq 100); do grep -q 'preempt: ' "$WORK/stderr-preempt" && break; sleep 0.1; done
+check "share preemption: logged" grep -q 'preempt: inference/chat-small-7d9f8b6c5-x2x4q (priority 1000) nominated to gpu-h100-1; evicting inference/holder-0 for their GPU share' "$WORK/stderr-preempt"
+check "share preemption: nominated, then the victim marked and deleted" python3 -c '
+import json, sys
+calls = [json.loads(l) for l in open(sys.argv[1])]
+calls = [c for c in calls if c["method"] != "GET"]
+base = "/api/v1/namespaces/inference/pods/"
+assert [(c["method"], c["path"]) for c in calls] == [
+    ("PATCH", base + "chat-small-7d9f8b6c5-x2x4q/status"),
+    ("PATCH", base + "holder-0/status"),
+    ("DELETE", base + "holder-0")], calls
+nominate, mark, delete = (json.loads(c["body"]) for c in calls)
+assert calls[0]["content_type"] == "application/merge-patch+json", calls[0]
+assert nominate == {"metadata": {"uid": "1f2e3d4c-5b6a-4789-8a7b-6c5d4e3f2a10"},
+                    "status": {"nominatedNodeName": "gpu-h100-1"}}, nominate
+assert calls[1]["content_type"] == "application/strategic-merge-patch+json", calls[1]
+c = mark["status"]["conditions"]
+assert mark["metadata"]["uid"] == "uid-holder-0" and len(c) == 1, mark
+assert (c[0]["type"], c[0]["status"], c[0]["reason"]) == (
+    "DisruptionTarget", "True", "PreemptionByScheduler"), c
+assert delete == {"apiVersion": "v1", "kind": "DeleteOptions",
+                  "preconditions": {"uid": "uid-holder-0"}}, delete' "$WORK/api-log.jsonl"
+kill -TERM "$PID"
+wait "$PID"
+rc=$?
+PID=""
+check "share preemption: exits 0 on SIGTERM" test "$rc" = 0
+kill "$FAKE" 2>/dev/null
 
 # Bad inputs: exit 1 with the file named.
 echo '{"items": [{"metadata": {"name": 5}}]}' >"$WORK/badnodes.json"
