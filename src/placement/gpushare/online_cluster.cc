@@ -594,16 +594,21 @@ std::string OnlineCluster::PickPreemptionNode(
   for (const auto& [node, uids] : victims) {
     if (uids.empty()) continue;
     int64_t highest = INT64_MIN, sum = 0;
-    absl::Time earliest = absl::InfiniteFuture();
+    absl::Time earliest = absl::InfiniteFuture();  // of the highest-priority victims
     for (const std::string& uid : uids) {
       auto it = held_.find(uid);
       const int64_t priority = it == held_.end() ? 0 : it->second.priority;
-      highest = std::max(highest, priority);
+      const absl::Time started = it == held_.end() ? absl::InfiniteFuture() : it->second.started;
+      if (priority > highest) {
+        highest = priority;
+        earliest = started;
+      } else if (priority == highest) {
+        earliest = std::min(earliest, started);
+      }
       sum += priority + int64_t{INT32_MAX} + 1;  // as kube-scheduler: every term positive
-      if (it != held_.end()) earliest = std::min(earliest, it->second.started);
     }
     auto v = violations.find(node);
-    // The latest earliest start wins (a pod not started yet counts as the latest of all).
+    // The latest such start wins (a pod not started yet counts as the latest of all).
     const Key key{v == violations.end() ? 0 : v->second, highest, sum, uids.size(),
                   absl::UnixEpoch() - earliest};
     if (!best.has_value() || key < *best) {

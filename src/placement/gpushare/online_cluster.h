@@ -173,7 +173,7 @@ class OnlineCluster {
   // the PodDisruptionBudget violations per node), the one kube-scheduler's
   // pickOneNodeForPreemption would choose: the fewest violations, then the lowest highest victim
   // priority, the lowest sum of victim priorities, the fewest victims, the latest start of the
-  // earliest started victim, then the first by name. "" when there is none.
+  // earliest started of the highest-priority victims, then the first by name. "" when none.
   std::string PickPreemptionNode(const std::map<std::string, std::vector<std::string>>& victims,
                                  const std::map<std::string, int64_t>& violations) const;
   // Whether a pod of lower priority than `priority` holding GPUs on `node` is ending

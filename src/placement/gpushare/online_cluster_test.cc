@@ -311,6 +311,13 @@ TEST(OnlineCluster, PicksThePreemptionNodeAsKubeSchedulerDoes) {
   // A victim not started yet counts as the latest started.
   pod("g1", "g", 0, -100, absl::InfiniteFuture());
   EXPECT_EQ(c.PickPreemptionNode({{"f", {"f1"}}, {"g", {"g1"}}}, {}), "g");
+  // The start compared is that of the highest-priority victims: h's lower-priority victim
+  // started long before, but its priority-5 victim started after i's.
+  pod("h1", "h", 0, 5, t0 + absl::Minutes(3));
+  pod("h2", "h", 1, -200, t0 - absl::Hours(1));
+  pod("i1", "i", 0, 5, t0 + absl::Minutes(2));
+  pod("i2", "i", 1, -200, t0 + absl::Minutes(9));
+  EXPECT_EQ(c.PickPreemptionNode({{"h", {"h1", "h2"}}, {"i", {"i1", "i2"}}}, {}), "h");
   // Full ties: the first by name; nothing to choose from: "".
   EXPECT_EQ(c.PickPreemptionNode({{"d", {"d1", "d2"}}, {"z", {}}}, {}), "d");
   EXPECT_EQ(c.PickPreemptionNode({}, {}), "");
