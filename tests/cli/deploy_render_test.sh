@@ -40,7 +40,8 @@ assert any("\n  - nodes\n" in r and "\n  - watch" in r for r in rules), rules
 assert any("\n  - poddisruptionbudgets\n" in r and "\n  - list" in r for r in rules), rules
 # Share preemption: delete the victims, nominate the preemptor and mark the victims.
 assert any("\n  - pods\n" in r and "\n  - delete" in r for r in rules), rules
-assert any("\n  - pods/status\n" in r and "\n  - patch" in r for r in rules), rules' "$R"
+assert any("\n  - pods/status\n" in r and "\n  - patch" in r for r in rules), rules
+assert any("\n  - events\n" in r and "\n  - create" in r for r in rules), rules' "$R"
 check "extender: share preemption on" grep -q -- '--preempt-shares=2' "$R"
 # A rolling update would run two extenders, the new one missing the old one's last binds.
 check "extender: one replica, recreated on update" grep -q 'type: Recreate' <(sed -n '/kind: Deployment/,$p' "$R")

@@ -7,7 +7,7 @@ Serves, on a free port of 127.0.0.1 (written to PORTFILE), the calls the extende
 paged lists of nodes, pods and PodDisruptionBudgets (STATE.json: {"nodes": [...], "pods": [...]};
 no budgets), watches (answered at once with no event: the watch ends and is asked again),
 pod status patches and pod deletions (each applied to the state, a deletion as the start of a
-graceful one: deletionTimestamp set). Every request is appended to LOG.jsonl as
+graceful one: deletionTimestamp set), and events (accepted). Every request is appended to LOG.jsonl as
 {"method", "path", "content_type", "body"}. Requests without the bearer token "test-token" get
 401.
 """
@@ -93,6 +93,15 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     status[key] = value
             self.reply(200, pod)
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
+        self.record(body)
+        if not self.authorized():
+            return
+        if not urlparse(self.path).path.endswith("/events"):
+            return self.reply(404, {"kind": "Status", "message": "not found", "code": 404})
+        self.reply(201, json.loads(body))
 
     def do_DELETE(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()

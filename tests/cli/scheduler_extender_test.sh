@@ -170,7 +170,7 @@ r = json.loads(sys.argv[1].split(" ", 1)[1])
 assert r["nodenames"] == [] and "gpu-h100-1" in r["failedNodes"], r' "$out"
 for _ in $(seq 100); do grep -q 'preempt: ' "$WORK/stderr-preempt" && break; sleep 0.1; done
 check "share preemption: logged" grep -q 'preempt: inference/chat-small-7d9f8b6c5-x2x4q (priority 1000) nominated to gpu-h100-1; evicting inference/holder-0 for their GPU share' "$WORK/stderr-preempt"
-check "share preemption: nominated, then the victim marked and deleted" python3 -c '
+check "share preemption: nominated, then the victim marked, deleted and given an event" python3 -c '
 import json, sys
 calls = [json.loads(l) for l in open(sys.argv[1])]
 calls = [c for c in calls if c["method"] != "GET"]
@@ -178,8 +178,10 @@ base = "/api/v1/namespaces/inference/pods/"
 assert [(c["method"], c["path"]) for c in calls] == [
     ("PATCH", base + "chat-small-7d9f8b6c5-x2x4q/status"),
     ("PATCH", base + "holder-0/status"),
-    ("DELETE", base + "holder-0")], calls
-nominate, mark, delete = (json.loads(c["body"]) for c in calls)
+    ("DELETE", base + "holder-0"),
+    ("POST", "/api/v1/namespaces/inference/events")], calls
+nominate, mark, delete, event = (json.loads(c["body"]) for c in calls)
+assert event["reason"] == "Preempted" and event["involvedObject"]["name"] == "holder-0", event
 assert calls[0]["content_type"] == "application/merge-patch+json", calls[0]
 assert nominate == {"metadata": {"uid": "1f2e3d4c-5b6a-4789-8a7b-6c5d4e3f2a10"},
                     "status": {"nominatedNodeName": "gpu-h100-1"}}, nominate

@@ -848,7 +848,7 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
           unnamed = true;
           break;
         }
-        victims.push_back({uid, it->second.ns, it->second.name});
+        victims.push_back({uid, it->second.ns, it->second.name, cluster_.IsEnding(uid)});
       }
       if (!unnamed) {
         cluster_.Nominate(pod.uid, who, pod.request, pod.priority, node);
@@ -865,7 +865,9 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
     for (const Victim& v : victims) names.push_back(absl::StrCat(v.ns, "/", v.name));
     absl::Status s = NominateInApi(pod, node);
     const bool nominated = s.ok();
-    if (nominated) s = Evict(pod, victims, now);
+    std::vector<std::string> warnings;
+    if (nominated) s = Evict(pod, node, victims, now, &warnings);
+    for (const std::string& w : warnings) log(absl::StrCat("preempt: ", who, ": ", w));
     if (!s.ok()) {
       absl::MutexLock lock(&mu_);
       preempting_.erase(pod.uid);  // the next attempt chooses again
@@ -898,10 +900,12 @@ absl::Status ExtenderService::NominateInApi(const PodInfo& pod, const std::strin
   return KubeClient::Check(r, "nominate the preemptor");
 }
 
-absl::Status ExtenderService::Evict(const PodInfo& pod, const std::vector<Victim>& victims,
-                                    absl::Time now) const {
+absl::Status ExtenderService::Evict(const PodInfo& pod, const std::string& node,
+                                    const std::vector<Victim>& victims, absl::Time now,
+                                    std::vector<std::string>* warnings) const {
   const std::string when = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", now, absl::UTCTimeZone());
   for (const Victim& v : victims) {
+    if (v.ending) continue;  // its deletion has begun: nothing to send
     // A strategic merge patch: conditions merge by type, the others stay.
     const json condition = {
         {"metadata", {{"uid", v.uid}}},
@@ -925,6 +929,33 @@ absl::Status ExtenderService::Evict(const PodInfo& pod, const std::vector<Victim
     TESSERA_ASSIGN_OR_RETURN(r, kube_->Request("DELETE", PodPath(v.ns, v.name), options.dump()));
     if (r.status == 404 || r.status == 409) continue;
     TESSERA_RETURN_IF_ERROR(KubeClient::Check(r, absl::StrCat("delete ", v.ns, "/", v.name)));
+    // What `kubectl describe` and `kubectl get events` show for the victim once it is gone (its
+    // condition goes with it), as kube-scheduler's "Preempted" event.
+    const json event = {
+        {"apiVersion", "v1"},
+        {"kind", "Event"},
+        {"metadata", {{"generateName", v.name + "."}, {"namespace", v.ns}}},
+        {"involvedObject",
+         {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"namespace", v.ns},
+          {"name", v.name},
+          {"uid", v.uid}}},
+        {"reason", "Preempted"},
+        {"message", absl::StrCat("Preempted by pod ", pod.ns, "/", pod.name, " (", pod.uid,
+                                 ") on node ", node, " for its GPU share")},
+        {"type", "Normal"},
+        {"source", {{"component", "tessera-scheduler-extender"}}},
+        {"firstTimestamp", when},
+        {"lastTimestamp", when},
+        {"count", 1}};
+    absl::StatusOr<KubeResponse> e = kube_->Request(
+        "POST", absl::StrCat("/api/v1/namespaces/", UrlEscape(v.ns), "/events"), event.dump());
+    absl::Status recorded = e.ok() ? KubeClient::Check(*e, "record the event") : e.status();
+    if (!recorded.ok()) {
+      warnings->push_back(
+          absl::StrCat("no Preempted event on ", v.ns, "/", v.name, ": ", recorded.message()));
+    }
   }
   return absl::OkStatus();
 }

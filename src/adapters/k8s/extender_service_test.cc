@@ -117,6 +117,20 @@ class FakeApi {
                  if (!Authorized(req, res)) return;
                  Delete(req, res);
                });
+      s.Post(R"(/api/v1/namespaces/([^/]+)/events)",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               if (!Authorized(req, res)) return;
+               json e = json::parse(req.body, nullptr, false);
+               if (!e.is_object() || e["kind"] != "Event" || e["apiVersion"] != "v1" ||
+                   e["metadata"]["namespace"] != req.matches[1].str() ||
+                   e["involvedObject"]["namespace"] != req.matches[1].str()) {
+                 return Reject(res, "unexpected event " + req.body);
+               }
+               std::lock_guard<std::mutex> l(mu_);
+               events_posted_.push_back(e);
+               res.status = 201;
+               res.set_content(e.dump(), "application/json");
+             });
       s.Post(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding)",
              [this](const httplib::Request& req, httplib::Response& res) {
                if (!Authorized(req, res)) return;
@@ -244,6 +258,10 @@ class FakeApi {
   int deletes() {
     std::lock_guard<std::mutex> l(mu_);
     return deletes_;
+  }
+  std::vector<json> events_posted() {
+    std::lock_guard<std::mutex> l(mu_);
+    return events_posted_;
   }
   // Deletions answer 403, as without RBAC for them.
   void ForbidDeletes(bool forbid) {
@@ -580,6 +598,7 @@ class FakeApi {
   int patches_ = 0;
   int deletes_ = 0;
   bool forbid_deletes_ = false;
+  std::vector<json> events_posted_;
   size_t page_cap_ = 1000;
   bool expire_next_continue_ = false;
   int list_pages_ = 0;
@@ -1651,6 +1670,15 @@ TEST(Extender, PreemptsForAPodThatOnlyGpuShareKeepsOut) {
   EXPECT_EQ(conditions[1]["status"], "True");
   EXPECT_EQ(conditions[1]["reason"], "PreemptionByScheduler");
   EXPECT_EQ(conditions[1]["lastTransitionTime"], "2026-12-01T10:40:07Z");
+  // And a Preempted event on it, which outlives the pod.
+  const std::vector<json> events = api.events_posted();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["reason"], "Preempted");
+  EXPECT_EQ(events[0]["involvedObject"]["name"], "chat-4");
+  EXPECT_EQ(events[0]["involvedObject"]["uid"], SharePodUid(4));
+  EXPECT_EQ(events[0]["message"],
+            "Preempted by pod inference/chat-small-7d9f8b6c5-x2x4q "
+            "(1f2e3d4c-5b6a-4789-8a7b-6c5d4e3f2a10) on node gpu-h100-1 for its GPU share");
   auto metric = [&](const std::string& line) {
     return absl::StrContains(ext.svc->Metrics().body, line);
   };
@@ -1755,6 +1783,41 @@ TEST(Extender, SharePreemptionFailuresAreCountedAndTriedAgain) {
   EXPECT_TRUE(lines.empty()) << lines[0];
   EXPECT_EQ(api.deletes(), 1);
   EXPECT_TRUE(metric("tessera_extender_share_preemptions_total{result=\"failed\"} 1\n"));
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+// A victim already being deleted (by its owner, say) makes room once it is gone: the preemptor is
+// nominated, and the victim gets no call at all, as kube-scheduler skips such victims.
+TEST(Extender, SharePreemptionSendsNothingToAVictimAlreadyEnding) {
+  FakeApi api;
+  // Pod 0 started last and is ending already.
+  for (int i = 0; i < 8; ++i) {
+    json p = RunningSharePod(i, "gpu-h100-1", i, 900, 0);
+    api.AddPod(i == 0 ? Evicted(p) : p);
+  }
+  json preemptor = Fixture("pod-nominated.json");
+  preemptor["status"].erase("nominatedNodeName");
+  api.AddPod(preemptor);
+  api.SetBudgets({});
+  Served ext(api.WriteKubeconfig(TempDir()));
+  ASSERT_TRUE(ext.svc->Sync().ok());
+  SimulatedClock clock(absl::FromUnixSeconds(1796121600));
+  ext.svc->EnableSharePreemption(&clock, absl::Seconds(2));
+  httplib::Result r = ext.Post("filter", ArgsWithNodes(preemptor, {"node-h100.json"}).dump());
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(json::parse(r->body)["failedNodes"].contains("gpu-h100-1")) << r->body;
+  clock.Advance(absl::Seconds(2));
+  std::vector<std::string> lines;
+  EXPECT_EQ(ext.svc->PreemptBlocked([&](const std::string& l) { lines.push_back(l); }), 1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("nominated to gpu-h100-1; evicting inference/chat-0 for"));
+  EXPECT_EQ(api.Pod("inference/chat-small-7d9f8b6c5-x2x4q")["status"]["nominatedNodeName"],
+            "gpu-h100-1");
+  EXPECT_EQ(api.deletes(), 0);
+  EXPECT_TRUE(api.events_posted().empty());
+  // Its condition is the one it was evicted with, not a second one of the extender's.
+  EXPECT_THAT(api.Pod("inference/chat-0")["status"]["conditions"][0]["message"].get<std::string>(),
+              HasSubstr("default-scheduler"));
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 

@@ -127,6 +127,11 @@ class OnlineCluster {
   // Frees what `uid` holds (no-op if nothing).
   void Release(const std::string& uid);
   const Assignment* Find(const std::string& uid) const;
+  // Whether held pod `uid` is ending (SetImportance); false for a pod that holds nothing.
+  bool IsEnding(const std::string& uid) const {
+    auto it = held_.find(uid);
+    return it != held_.end() && it->second.ending;
+  }
   // Records what preemption and nominations compare of a held pod: its priority (spec.priority),
   // when it started (status.startTime; InfiniteFuture while it has not, as kube-scheduler counts
   // a pod not started yet), and whether it is ending (metadata.deletionTimestamp set: its GPUs
