@@ -88,8 +88,16 @@ std::string PodPath(const std::string& ns, const std::string& name) {
   return absl::StrCat("/api/v1/namespaces/", UrlEscape(ns), "/pods/", UrlEscape(name));
 }
 
-// Why a share preemption stopped before it began: its pod left (not a failure).
-constexpr char kPreemptorGone[] = "the pod is gone";
+// A pod the API no longer has under that UID: deleted (404), or replaced by another of the same
+// name (409, the UID precondition).
+bool Gone(const KubeResponse& r) { return r.status == 404 || r.status == 409; }
+
+// Sleeps `d`, in steps of 100 ms so that a stop is not kept waiting.
+void SleepUnlessStopped(absl::Duration d, const std::atomic<bool>& stop) {
+  for (absl::Duration slept; slept < d && !stop.load(); slept += absl::Milliseconds(100)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
 
 HttpReply Json(int status, const json& body) { return {status, "application/json", body.dump()}; }
 
@@ -395,10 +403,8 @@ void ExtenderService::ListAndWatch(const Clock& clock, absl::Duration period, bo
                                    const std::function<void(const std::string&)>& log) {
   absl::Time next_list = clock.Now() + period;
   absl::Duration backoff = absl::Seconds(1);
-  auto back_off = [&] {  // in steps of 100 ms, so that a stop is not kept waiting
-    for (absl::Duration slept; slept < backoff && !stop.load(); slept += absl::Milliseconds(100)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+  auto back_off = [&] {
+    SleepUnlessStopped(backoff, stop);
     backoff = std::min(backoff * 2, absl::Seconds(30));
   };
   while (!stop.load()) {
@@ -863,20 +869,20 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
     }
     std::vector<std::string> names;
     for (const Victim& v : victims) names.push_back(absl::StrCat(v.ns, "/", v.name));
-    absl::Status s = NominateInApi(pod, node);
-    const bool nominated = s.ok();
+    absl::StatusOr<bool> nominated = NominateInApi(pod, node);
+    absl::Status s = nominated.status();
     std::vector<std::string> warnings;
-    if (nominated) s = Evict(pod, node, victims, now, &warnings);
+    if (nominated.ok() && *nominated) s = Evict(pod, node, victims, now, &warnings);
     for (const std::string& w : warnings) log(absl::StrCat("preempt: ", who, ": ", w));
-    if (!s.ok()) {
+    if (!s.ok() || !*nominated) {
       absl::MutexLock lock(&mu_);
       preempting_.erase(pod.uid);  // the next attempt chooses again
       // Not nominated in the API: no room is kept for it. (Nominated, it keeps what the victims
       // deleted so far free, as kube-scheduler's nomination does.)
-      if (!nominated && cluster_.NominatedNode(pod.uid) == node) {
+      if (!(nominated.ok() && *nominated) && cluster_.NominatedNode(pod.uid) == node) {
         cluster_.ClearNomination(pod.uid);
       }
-      if (!nominated && s.message() == kPreemptorGone) continue;  // deleted meanwhile
+      if (s.ok()) continue;  // the pod was deleted meanwhile: nothing to do, nothing failed
       ++share_preemptions_failed_;
       log(absl::StrCat("preempt: ", who, " on ", node, ": ", s.message()));
       continue;
@@ -890,14 +896,15 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
   return preempted;
 }
 
-absl::Status ExtenderService::NominateInApi(const PodInfo& pod, const std::string& node) const {
+absl::StatusOr<bool> ExtenderService::NominateInApi(const PodInfo& pod,
+                                                    const std::string& node) const {
   const json patch = {{"metadata", {{"uid", pod.uid}}}, {"status", {{"nominatedNodeName", node}}}};
   TESSERA_ASSIGN_OR_RETURN(
       KubeResponse r, kube_->Request("PATCH", PodPath(pod.ns, pod.name) + "/status", patch.dump(),
                                      "application/merge-patch+json"));
-  // Deleted, or replaced by a pod of the same name, since filter saw it: nothing to do.
-  if (r.status == 404 || r.status == 409) return absl::NotFoundError(kPreemptorGone);
-  return KubeClient::Check(r, "nominate the preemptor");
+  if (Gone(r)) return false;  // since filter saw it
+  TESSERA_RETURN_IF_ERROR(KubeClient::Check(r, "nominate the preemptor"));
+  return true;
 }
 
 absl::Status ExtenderService::Evict(const PodInfo& pod, const std::string& node,
@@ -921,13 +928,13 @@ absl::Status ExtenderService::Evict(const PodInfo& pod, const std::string& node,
     TESSERA_ASSIGN_OR_RETURN(
         KubeResponse r, kube_->Request("PATCH", PodPath(v.ns, v.name) + "/status", condition.dump(),
                                        "application/strategic-merge-patch+json"));
-    if (r.status == 404 || r.status == 409) continue;  // gone, or another pod by that name
+    if (Gone(r)) continue;
     TESSERA_RETURN_IF_ERROR(
         KubeClient::Check(r, absl::StrCat("mark ", v.ns, "/", v.name, " as preempted")));
     const json options = {
         {"apiVersion", "v1"}, {"kind", "DeleteOptions"}, {"preconditions", {{"uid", v.uid}}}};
     TESSERA_ASSIGN_OR_RETURN(r, kube_->Request("DELETE", PodPath(v.ns, v.name), options.dump()));
-    if (r.status == 404 || r.status == 409) continue;
+    if (Gone(r)) continue;
     TESSERA_RETURN_IF_ERROR(KubeClient::Check(r, absl::StrCat("delete ", v.ns, "/", v.name)));
     // What `kubectl describe` and `kubectl get events` show for the victim once it is gone (its
     // condition goes with it), as kube-scheduler's "Preempted" event.
@@ -962,11 +969,8 @@ absl::Status ExtenderService::Evict(const PodInfo& pod, const std::string& node,
 
 void ExtenderService::PreemptLoop(absl::Duration period, const std::atomic<bool>& stop,
                                   const std::function<void(const std::string&)>& log) {
-  const int steps = std::max<int64_t>(1, absl::ToInt64Milliseconds(period) / 100);
   while (!stop.load()) {
-    for (int i = 0; i < steps && !stop.load(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    SleepUnlessStopped(period, stop);
     if (!stop.load()) PreemptBlocked(log);
   }
 }

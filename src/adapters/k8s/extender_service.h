@@ -211,11 +211,11 @@ class ExtenderService {
     std::string name;
     bool ending = false;  // being deleted already: no call needed (as kube-scheduler skips it)
   };
-  // The API calls of a share preemption: nominate `pod` to `node` (NotFound "the pod is gone"
-  // when it was deleted or replaced since), then mark and delete each victim for it (one already
-  // gone, 404, or replaced, 409, is skipped) and record a Preempted event on it, as
-  // kube-scheduler does; an event the API refuses is a line in `*warnings`, not a failure.
-  absl::Status NominateInApi(const PodInfo& pod, const std::string& node) const;
+  // The API calls of a share preemption: nominate `pod` to `node` (false when the pod was
+  // deleted or replaced since), then mark and delete each victim for it (one already gone, 404,
+  // or replaced, 409, is skipped) and record a Preempted event on it, as kube-scheduler does; an
+  // event the API refuses is a line in `*warnings`, not a failure.
+  absl::StatusOr<bool> NominateInApi(const PodInfo& pod, const std::string& node) const;
   absl::Status Evict(const PodInfo& pod, const std::string& node,
                      const std::vector<Victim>& victims, absl::Time now,
                      std::vector<std::string>* warnings) const;
