@@ -186,6 +186,11 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     return Fail(absl::StrCat("--rate-mode ", f.rate_mode, ": expected dense or independent"));
   }
   const bool independent = f.rate_mode == "independent";
+  if (!f.json_file.empty()) {
+    if (absl::Status s = adapters::CheckWritable(f.json_file); !s.ok()) {
+      return Fail(absl::StrCat("--json: ", s.message()));
+    }
+  }
   // tessera's knobs from a service of a scaler config: the same policy the scaler would run.
   std::optional<adapters::ServiceConfig> configured;
   absl::Duration poll = absl::ZeroDuration();  // 0: tessera decides once per HPA sync

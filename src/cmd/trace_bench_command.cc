@@ -159,6 +159,11 @@ int RunTraceBench(const TraceBenchFlags& flags) {
     return fail(absl::InvalidArgumentError(
         absl::StrCat("--ties: expected first or random, found \"", flags.ties, "\"")));
   }
+  if (!flags.json_file.empty()) {
+    if (absl::Status s = adapters::CheckWritable(flags.json_file); !s.ok()) {
+      return fail(absl::Status(s.code(), absl::StrCat("--json: ", s.message())));
+    }
+  }
   absl::StatusOr<std::string> nodes_text = adapters::ReadFile(flags.nodes_file);
   if (!nodes_text.ok()) {
     return fail(nodes_text.status());

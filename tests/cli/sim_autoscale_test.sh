@@ -154,6 +154,9 @@ sys.exit(not (1650 <= n['15m'] <= 1950 and 2200 <= n['20m'] <= 2600))"
 check "a warm-up past the trace's end is refused" grep -q 'leaves no request to measure' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy tessera,magic 2>"$WORK/err" >/dev/null
 check "an unknown policy is named" grep -q 'policy magic: expected tessera, keda-queue, hpa-cpu, fixed or clairvoyant' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --sweep --json "$WORK" 2>"$WORK/err" >"$WORK/dir.out"
+check "a directory as --json is refused" grep -q -- "--json: $WORK: is a directory, expected a file" "$WORK/err"
+check "a directory as --json is refused before the runs" test ! -s "$WORK/dir.out"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --format parquet 2>"$WORK/err" >/dev/null
 check "an unknown format is named" grep -q 'format parquet: expected azure, servegen or prom-range' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 4 --rate-mode independent \

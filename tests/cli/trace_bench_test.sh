@@ -93,6 +93,12 @@ check "bad seeds refused" grep -q -- '--seeds: "9-x"' "$WORK/e2"
 check "random ties run" test $? -eq 0
 "$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --ties maybe 2>"$WORK/e4"
 check "bad ties refused" grep -q -- '--ties: expected first or random' "$WORK/e4"
+# An output path that cannot be written is refused before any run: no table printed.
+"$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --policy fgd --seeds 42 \
+  --json "$WORK/no-such-dir/out.json" >"$WORK/o6" 2>"$WORK/e6"
+check "unwritable --json refused" test $? -eq 1
+check "unwritable --json named" grep -q -- "--json: $WORK/no-such-dir/out.json: no such directory" "$WORK/e6"
+check "unwritable --json refused before the runs" test ! -s "$WORK/o6"
 echo "openb-pod-x,1,1,2,500" >>"$WORK/pods.csv"
 "$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" 2>"$WORK/e3"
 check "bad row names line" grep -q 'pods.csv:302: num_gpu 2 with gpu_milli 500' "$WORK/e3"

@@ -100,6 +100,41 @@ absl::Status WriteFileAtomically(const std::string& path_in, const std::string& 
   return absl::OkStatus();
 }
 
+absl::Status CheckWritable(const std::string& path_in) {
+  if (path_in.empty()) {
+    return absl::InvalidArgumentError("output path is empty");
+  }
+  fs::path path(path_in);
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(path_in, ": is a directory, expected a file"));
+  }
+  fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  if (!fs::exists(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat(path_in, ": no such directory ", dir.string()));
+  }
+  if (!fs::is_directory(dir, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_in, ": ", dir.string(), " is not a directory"));
+  }
+  fs::path tmp = path;
+  tmp += ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const bool created = fd >= 0;
+  if (!created && errno == EEXIST) {
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
+  }
+  if (fd < 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(tmp.string(), ": cannot create: ", std::strerror(errno)));
+  }
+  ::close(fd);
+  if (created) {
+    ::unlink(tmp.c_str());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status OutputDir::Commit(const std::string& dir_in) const {
   fs::path dir = fs::path(dir_in).lexically_normal();
   if (dir.filename().empty()) {

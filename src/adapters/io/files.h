@@ -35,6 +35,12 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
 // or the new one, never a part.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& content);
 
+// Whether WriteFileAtomically(path, ...) could write there now: `path` is no directory, its
+// directory exists, and a temporary sibling can be created in it (created and removed again;
+// one left by an interrupted write is opened, not removed). Commands that run for minutes check
+// their output path with it before they start, so a mistyped path costs nothing.
+absl::Status CheckWritable(const std::string& path);
+
 class OutputDir {
  public:
   // Adds a file at a relative path (subdirectories allowed; ".." and absolute paths are not).

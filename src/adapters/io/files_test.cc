@@ -70,6 +70,39 @@ TEST_F(OutputDirTest, FailureLeavesTheOldDirectoryUntouched) {
   EXPECT_EQ(Entries(root_), 2);
 }
 
+TEST_F(OutputDirTest, WriteFileAtomicallyAndCheckWritable) {
+  const std::string out = (root_ / "out.json").string();
+  ASSERT_TRUE(CheckWritable(out).ok());
+  EXPECT_EQ(Entries(root_), 0);  // the probe leaves nothing behind
+  ASSERT_TRUE(WriteFileAtomically(out, "{\"a\": 1}\n").ok());
+  EXPECT_EQ(*ReadFile(out), "{\"a\": 1}\n");
+  ASSERT_TRUE(WriteFileAtomically(out, "{}\n").ok());
+  EXPECT_EQ(*ReadFile(out), "{}\n");
+  EXPECT_EQ(Entries(root_), 1);          // no temporary left
+  EXPECT_TRUE(CheckWritable(out).ok());  // an existing file may be replaced
+
+  // A temporary left by an interrupted write is not the probe's to remove.
+  std::ofstream(out + ".tmp") << "partial";
+  EXPECT_TRUE(CheckWritable(out).ok());
+  EXPECT_EQ(*ReadFile(out + ".tmp"), "partial");
+
+  absl::Status s = CheckWritable((root_ / "missing" / "x.json").string());
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("no such directory"), std::string::npos) << s;
+  EXPECT_EQ(CheckWritable(root_.string()).code(), absl::StatusCode::kInvalidArgument);
+  std::ofstream(root_ / "afile") << "x";
+  s = CheckWritable((root_ / "afile" / "x.json").string());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("is not a directory"), std::string::npos) << s;
+  EXPECT_FALSE(CheckWritable("").ok());
+  // A directory nobody may create files in, root included.
+  s = CheckWritable("/proc/tessera-check.json");
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_NE(s.message().find("cannot create"), std::string::npos) << s;
+  // The writer refuses the same paths.
+  EXPECT_FALSE(WriteFileAtomically((root_ / "missing" / "x.json").string(), "{}").ok());
+}
+
 TEST(ReadFile, Errors) {
   EXPECT_EQ(ReadFile("/nonexistent/tessera").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(ReadFile("/").status().code(), absl::StatusCode::kInvalidArgument);
