@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "adapters/net/httplib_serve.h"
 #include "base/status.h"
@@ -838,6 +839,7 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
     const std::string who = absl::StrCat(pod.ns, "/", pod.name);
     std::string node;
     std::vector<Victim> victims;
+    std::map<std::string, std::string> lower;  // nominated there below the pod: UID -> name
     bool unnamed = false;  // a victim held but never seen in a list or the watch
     {
       absl::MutexLock lock(&mu_);
@@ -857,6 +859,7 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
         victims.push_back({uid, it->second.ns, it->second.name, cluster_.IsEnding(uid)});
       }
       if (!unnamed) {
+        lower = cluster_.NominatedBelow(node, pod.priority);
         cluster_.Nominate(pod.uid, who, pod.request, pod.priority, node);
         preempting_[pod.uid] = on[node];
       }
@@ -887,11 +890,28 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
       log(absl::StrCat("preempt: ", who, " on ", node, ": ", s.message()));
       continue;
     }
+    // As kube-scheduler after its evictions: the lower-priority pods nominated there may no
+    // longer fit, so their nominations go and they are scheduled again, elsewhere if need be.
+    std::vector<std::string> refused;
+    std::vector<std::string> cleared = ClearNominations(node, lower, &refused);
+    for (const std::string& w : refused) log(absl::StrCat("preempt: ", who, ": ", w));
+    {
+      absl::MutexLock lock(&mu_);
+      for (const std::string& uid : cleared) {
+        if (cluster_.NominatedNode(uid) == node) cluster_.ClearNomination(uid);
+      }
+    }
     ++share_preemptions_;
     share_victims_ += static_cast<int64_t>(victims.size());
     ++preempted;
+    std::vector<std::string> cleared_names;
+    for (const std::string& uid : cleared) cleared_names.push_back(lower.at(uid));
     log(absl::StrCat("preempt: ", who, " (priority ", pod.priority, ") nominated to ", node,
-                     "; evicting ", absl::StrJoin(names, ", "), " for their GPU share"));
+                     "; evicting ", absl::StrJoin(names, ", "), " for their GPU share",
+                     cleared.empty()
+                         ? ""
+                         : absl::StrCat("; nomination of lower-priority ",
+                                        absl::StrJoin(cleared_names, ", "), " cleared")));
   }
   return preempted;
 }
@@ -905,6 +925,35 @@ absl::StatusOr<bool> ExtenderService::NominateInApi(const PodInfo& pod,
   if (Gone(r)) return false;  // since filter saw it
   TESSERA_RETURN_IF_ERROR(KubeClient::Check(r, "nominate the preemptor"));
   return true;
+}
+
+std::vector<std::string> ExtenderService::ClearNominations(
+    const std::string& node, const std::map<std::string, std::string>& pods,
+    std::vector<std::string>* warnings) const {
+  std::vector<std::string> cleared;
+  for (const auto& [uid, name] : pods) {
+    const std::pair<std::string, std::string> ns_name =
+        absl::StrSplit(name, absl::MaxSplits('/', 1));
+    // A JSON patch whose tests make it a no-op (422) if the pod was replaced or its nomination
+    // moved since the watch said otherwise: only this node's nomination is removed.
+    const json patch =
+        json::array({{{"op", "test"}, {"path", "/metadata/uid"}, {"value", uid}},
+                     {{"op", "test"}, {"path", "/status/nominatedNodeName"}, {"value", node}},
+                     {{"op", "remove"}, {"path", "/status/nominatedNodeName"}}});
+    absl::StatusOr<KubeResponse> r =
+        kube_->Request("PATCH", PodPath(ns_name.first, ns_name.second) + "/status", patch.dump(),
+                       "application/json-patch+json");
+    // Gone (its deletion reaches the watch), or replaced or nominated elsewhere: not ours.
+    if (r.ok() && (r->status == 404 || r->status == 422)) continue;
+    absl::Status s = r.ok() ? KubeClient::Check(*r, "clear its nomination") : r.status();
+    if (s.ok()) {
+      cleared.push_back(uid);
+    } else {
+      warnings->push_back(absl::StrCat("the nomination of lower-priority ", name, " to ", node,
+                                       " stays: ", s.message()));
+    }
+  }
+  return cleared;
 }
 
 absl::Status ExtenderService::Evict(const PodInfo& pod, const std::string& node,

@@ -115,10 +115,11 @@ class ExtenderService {
   // - it nominates the pod there (merge patch of status.nominatedNodeName, so the room is kept
   //   for it, here and by kube-scheduler for CPU and memory), then marks each victim with the
   //   DisruptionTarget condition (reason PreemptionByScheduler, which kube-scheduler reads as a
-  //   preemption in progress) and deletes it, the UIDs as preconditions.
+  //   preemption in progress) and deletes it, the UIDs as preconditions; then clears the
+  //   nominations of the lower-priority GPU pods nominated there (ClearNominations).
   // The delay lets kube-scheduler's own preemption of the same attempt go first: it preempts on
   // nodes its plugins refused, and the preempt verb it calls then forgets the remembered pod.
-  // `clock` must outlive the service.
+  // `clock` must outlive the service, or be replaced first (nullptr turns preemption off).
   void EnableSharePreemption(const Clock* clock, absl::Duration delay);
   // Acts on the pods remembered at least the delay ago; returns how many it preempted for. Each
   // preemption and each failure goes to `log` as one line ("preempt: ...").
@@ -219,6 +220,15 @@ class ExtenderService {
   absl::Status Evict(const PodInfo& pod, const std::string& node,
                      const std::vector<Victim>& victims, absl::Time now,
                      std::vector<std::string>* warnings) const;
+  // kube-scheduler's ClearNominatedNodeName for `pods` (UID -> namespace/name), the pods of
+  // lower priority nominated to `node` where a preemption just made room for another: removes
+  // each one's status.nominatedNodeName, with the UID and the node as JSON-patch tests so that a
+  // pod replaced or nominated elsewhere since is left alone. Returns the UIDs cleared (a pod gone
+  // meanwhile is not: its deletion reaches the watch); a refusal is a line in `*warnings`, not a
+  // failure (as kube-scheduler only logs it).
+  std::vector<std::string> ClearNominations(const std::string& node,
+                                            const std::map<std::string, std::string>& pods,
+                                            std::vector<std::string>* warnings) const;
   // The assignments of the active pods that can be held, and a line for each that cannot.
   static std::map<std::string, placement::gpushare::Assignment> LiveAssignments(
       const std::vector<PodInfo>& pods, std::vector<std::string>* problems);

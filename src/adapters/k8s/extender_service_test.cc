@@ -255,6 +255,10 @@ class FakeApi {
     std::lock_guard<std::mutex> l(mu_);
     return patches_;
   }
+  int nominations_cleared() {
+    std::lock_guard<std::mutex> l(mu_);
+    return nominations_cleared_;
+  }
   int deletes() {
     std::lock_guard<std::mutex> l(mu_);
     return deletes_;
@@ -488,10 +492,13 @@ class FakeApi {
     return true;
   }
   // The status subresource: a merge patch of status.nominatedNodeName, or a strategic merge
-  // patch of status.conditions (merged by type), each with metadata.uid as precondition.
+  // patch of status.conditions (merged by type), each with metadata.uid as precondition; or a
+  // JSON patch removing status.nominatedNodeName after testing the UID and the node (a failed
+  // test: 422, as the API server answers).
   void PatchStatus(const httplib::Request& req, httplib::Response& res) {
     json patch = json::parse(req.body, nullptr, false);
     const std::string type = req.get_header_value("Content-Type");
+    if (type == "application/json-patch+json") return ClearNomination(req, patch, res);
     const bool nominate = type == "application/merge-patch+json" && patch.is_object() &&
                           patch.size() == 2 && patch["status"].is_object() &&
                           patch["status"].size() == 1 &&
@@ -524,6 +531,39 @@ class FakeApi {
         *same = c;
       }
     }
+    Changed(it->first, &pod);
+    res.set_content(pod.dump(), "application/json");
+  }
+  void ClearNomination(const httplib::Request& req, const json& patch, httplib::Response& res) {
+    const json expected_ops = {"test", "test", "remove"};
+    const json expected_paths = {"/metadata/uid", "/status/nominatedNodeName",
+                                 "/status/nominatedNodeName"};
+    json ops = json::array(), paths = json::array();
+    for (const json& op : patch.is_array() ? patch : json::array()) {
+      ops.push_back(op.value("op", ""));
+      paths.push_back(op.value("path", ""));
+    }
+    if (ops != expected_ops || paths != expected_paths) {
+      return Reject(res, "unexpected JSON patch " + req.body);
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = pods_.find(req.matches[1].str() + "/" + req.matches[2].str());
+    if (it == pods_.end()) return NotFound(res, "pods", req.matches[2].str());
+    json pod;
+    try {
+      pod = it->second.patch(patch);
+    } catch (const json::exception& e) {
+      res.status = 422;
+      res.set_content(json{{"kind", "Status"},
+                           {"status", "Failure"},
+                           {"reason", "Invalid"},
+                           {"message", std::string("the server rejected our request: ") + e.what()},
+                           {"code", 422}}
+                          .dump(),
+                      "application/json");
+      return;
+    }
+    ++nominations_cleared_;
     Changed(it->first, &pod);
     res.set_content(pod.dump(), "application/json");
   }
@@ -599,6 +639,7 @@ class FakeApi {
   int deletes_ = 0;
   bool forbid_deletes_ = false;
   std::vector<json> events_posted_;
+  int nominations_cleared_ = 0;
   size_t page_cap_ = 1000;
   bool expire_next_continue_ = false;
   int list_pages_ = 0;
@@ -1786,6 +1827,19 @@ TEST(Extender, SharePreemptionFailuresAreCountedAndTriedAgain) {
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 
+// With share preemption on (a 2-s delay, on a simulated clock): filter refuses `preemptor` on
+// gpu-h100-1, and once the delay is past, PreemptBlocked preempts for it; its lines in `*lines`.
+void RefusedThenPreempted(Served& ext, const json& preemptor, std::vector<std::string>* lines) {
+  SimulatedClock clock(absl::FromUnixSeconds(1796121600));
+  ext.svc->EnableSharePreemption(&clock, absl::Seconds(2));
+  httplib::Result r = ext.Post("filter", ArgsWithNodes(preemptor, {"node-h100.json"}).dump());
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(json::parse(r->body)["failedNodes"].contains("gpu-h100-1")) << r->body;
+  clock.Advance(absl::Seconds(2));
+  ASSERT_EQ(ext.svc->PreemptBlocked([&](const std::string& l) { lines->push_back(l); }), 1);
+  ext.svc->EnableSharePreemption(nullptr, absl::Seconds(2));  // the clock goes out of scope
+}
+
 // A victim already being deleted (by its owner, say) makes room once it is gone: the preemptor is
 // nominated, and the victim gets no call at all, as kube-scheduler skips such victims.
 TEST(Extender, SharePreemptionSendsNothingToAVictimAlreadyEnding) {
@@ -1801,14 +1855,8 @@ TEST(Extender, SharePreemptionSendsNothingToAVictimAlreadyEnding) {
   api.SetBudgets({});
   Served ext(api.WriteKubeconfig(TempDir()));
   ASSERT_TRUE(ext.svc->Sync().ok());
-  SimulatedClock clock(absl::FromUnixSeconds(1796121600));
-  ext.svc->EnableSharePreemption(&clock, absl::Seconds(2));
-  httplib::Result r = ext.Post("filter", ArgsWithNodes(preemptor, {"node-h100.json"}).dump());
-  ASSERT_TRUE(r);
-  ASSERT_TRUE(json::parse(r->body)["failedNodes"].contains("gpu-h100-1")) << r->body;
-  clock.Advance(absl::Seconds(2));
   std::vector<std::string> lines;
-  EXPECT_EQ(ext.svc->PreemptBlocked([&](const std::string& l) { lines.push_back(l); }), 1);
+  ASSERT_NO_FATAL_FAILURE(RefusedThenPreempted(ext, preemptor, &lines));
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_THAT(lines[0], HasSubstr("nominated to gpu-h100-1; evicting inference/chat-0 for"));
   EXPECT_EQ(api.Pod("inference/chat-small-7d9f8b6c5-x2x4q")["status"]["nominatedNodeName"],
@@ -1818,6 +1866,52 @@ TEST(Extender, SharePreemptionSendsNothingToAVictimAlreadyEnding) {
   // Its condition is the one it was evicted with, not a second one of the extender's.
   EXPECT_THAT(api.Pod("inference/chat-0")["status"]["conditions"][0]["message"].get<std::string>(),
               HasSubstr("default-scheduler"));
+  EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
+}
+
+// After its evictions kube-scheduler clears the nominations of the lower-priority pods nominated
+// to the node, which may no longer fit there; the share preemption does too, through a JSON patch
+// that tests the UID and the node, so that a nomination moved since is left alone.
+TEST(Extender, SharePreemptionClearsLowerPriorityNominationsThere) {
+  FakeApi api;
+  for (int i = 0; i < 8; ++i) api.AddPod(RunningSharePod(i, "gpu-h100-1", i, 900, 0));
+  json preemptor = Fixture("pod-nominated.json");  // priority 1000, 225 milli of an H100
+  preemptor["status"].erase("nominatedNodeName");
+  api.AddPod(preemptor);
+  // Two pods of lower priority nominated to gpu-h100-1 by earlier preemptions.
+  json mid = Fixture("pod-nominated.json");
+  mid["metadata"]["name"] = "chat-small-mid";
+  mid["metadata"]["uid"] = "1f2e3d4c-5b6a-4789-8a7b-6c5d4e3f2a15";
+  mid["spec"]["priority"] = 500;
+  api.AddPod(mid);
+  json moved = mid;
+  moved["metadata"]["name"] = "chat-small-moved";
+  moved["metadata"]["uid"] = "1f2e3d4c-5b6a-4789-8a7b-6c5d4e3f2a16";
+  moved["spec"]["priority"] = 100;
+  api.AddPod(moved);
+  api.SetBudgets({});
+  Served ext(api.WriteKubeconfig(TempDir()));
+  ASSERT_TRUE(ext.svc->Sync().ok());  // no watch: the extender sees the API as listed here
+  EXPECT_EQ(Metric(ext, "tessera_extender_nominated_pods"), 2);
+  // Since the list, kube-scheduler nominated `moved` to another node.
+  moved["status"]["nominatedNodeName"] = "gpu-h100-2";
+  api.AddPod(moved);
+
+  std::vector<std::string> lines;
+  ASSERT_NO_FATAL_FAILURE(RefusedThenPreempted(ext, preemptor, &lines));
+  ASSERT_EQ(lines.size(), 1u) << lines[1];
+  EXPECT_THAT(lines[0], HasSubstr("nominated to gpu-h100-1; evicting inference/chat-0 for their "
+                                  "GPU share; nomination of lower-priority "
+                                  "inference/chat-small-mid cleared"));
+  EXPECT_EQ(api.deletes(), 1);
+  EXPECT_FALSE(api.Pod("inference/chat-small-mid")["status"].contains("nominatedNodeName"));
+  EXPECT_EQ(api.Pod("inference/chat-small-moved")["status"]["nominatedNodeName"], "gpu-h100-2");
+  EXPECT_EQ(api.nominations_cleared(), 1);
+  EXPECT_EQ(api.Pod("inference/chat-small-7d9f8b6c5-x2x4q")["status"]["nominatedNodeName"],
+            "gpu-h100-1");
+  // Here too: the preemptor's nomination in, mid's out (moved's stays, to gpu-h100-1 until the
+  // watch or the next list says gpu-h100-2).
+  EXPECT_EQ(Metric(ext, "tessera_extender_nominated_pods"), 2);
   EXPECT_TRUE(api.Problems().empty()) << api.Problems()[0];
 }
 

@@ -626,6 +626,18 @@ bool OnlineCluster::EndingBelow(const std::string& node, int32_t priority) const
                      [&](const std::string& uid) { return held_.at(uid).priority < priority; });
 }
 
+std::map<std::string, std::string> OnlineCluster::NominatedBelow(const std::string& node,
+                                                                 int32_t priority) const {
+  std::map<std::string, std::string> out;
+  auto on = nominated_on_.find(node);
+  if (on == nominated_on_.end()) return out;
+  for (const std::string& uid : on->second) {
+    const Nominated& n = nominated_.at(uid);
+    if (n.priority < priority) out[uid] = n.name;
+  }
+  return out;
+}
+
 absl::flat_hash_set<std::string> OnlineCluster::HeldNodes() const {
   absl::flat_hash_set<std::string> out;
   for (const auto& [uid, h] : held_) out.insert(h.a.node);

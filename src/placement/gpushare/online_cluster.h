@@ -185,6 +185,11 @@ class OnlineCluster {
   // (kube-scheduler's PodEligibleToPreemptOthers: a preemptor nominated there waits for such
   // victims rather than preempting again).
   bool EndingBelow(const std::string& node, int32_t priority) const;
+  // The pods nominated to `node` of lower priority than `priority`: UID -> "namespace/name",
+  // as Nominate was given them (kube-scheduler's getLowerPriorityNominatedPods, for the GPU pods
+  // this cluster knows the nominations of).
+  std::map<std::string, std::string> NominatedBelow(const std::string& node,
+                                                    int32_t priority) const;
   // The node `uid` is nominated to; "" if none.
   std::string NominatedNode(const std::string& uid) const {
     auto it = nominated_.find(uid);

@@ -389,6 +389,15 @@ TEST(OnlineCluster, NominatedPodsKeepTheRoomTheyWaitFor) {
   c.Nominate("s", "ns/s", Share(8, 200), 1000, "n");
   c.Nominate("s", "ns/s", Share(8, 200), 1000, "elsewhere");  // moved
   EXPECT_EQ(c.Filter(Share(8, 500), {"n"}, "p", 0).fit.size(), 1u);
+  // The nominations a preemption on a node clears: those of lower priority there.
+  c.Nominate("t", "ns/t", Share(8, 200), 10, "n");
+  c.Nominate("u", "ns/u", Share(8, 200), 999, "n");
+  EXPECT_EQ(c.NominatedBelow("n", 1000),
+            (std::map<std::string, std::string>{{"t", "ns/t"}, {"u", "ns/u"}}));
+  EXPECT_EQ(c.NominatedBelow("n", 999), (std::map<std::string, std::string>{{"t", "ns/t"}}));
+  EXPECT_TRUE(c.NominatedBelow("n", 10).empty());
+  EXPECT_TRUE(c.NominatedBelow("nowhere", 2000).empty());
+  EXPECT_EQ(c.NominatedBelow("elsewhere", 1001).size(), 1u);  // s
   c.ClearNominations();
   EXPECT_EQ(c.nominated(), 0);
 }
