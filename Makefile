@@ -49,13 +49,7 @@ $(FUZZ_BUILD)/build.ninja:
 # Each fuzzer runs FUZZ_SECONDS on its seed corpus (tests/fuzz/corpus/NAME) and fails on a crash.
 test-fuzz: $(FUZZ_BUILD)/build.ninja
 	ninja -C $(FUZZ_BUILD) -j $(JOBS) $$(cd tests/fuzz && ls *_fuzz.cc | sed 's/\.cc$$//')
-	@set -e; for f in tests/fuzz/*_fuzz.cc; do n=$$(basename $$f .cc); \
-	  mkdir -p $(FUZZ_BUILD)/corpus/$$n; \
-	  echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
-	  $(FUZZ_BUILD)/bin/$$n -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -max_len=4096 -timeout=10 -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_BUILD)/ \
-	      -print_final_stats=0 \
-	    $(FUZZ_BUILD)/corpus/$$n tests/fuzz/corpus/$$n >$(FUZZ_BUILD)/$$n.log 2>&1 \
-	    || { tail -40 $(FUZZ_BUILD)/$$n.log; exit 1; }; done
+	@scripts/run-fuzzers $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_SEED) $(JOBS)
 
 check-format:
 	@clang-format --dry-run -Werror $(SOURCES) && echo "clang-format: clean"
