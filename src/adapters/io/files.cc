@@ -82,12 +82,18 @@ absl::Status WriteDurably(const fs::path& path, const std::string& content, bool
   return absl::OkStatus();
 }
 
+// The temporary sibling WriteFileAtomically writes first, and CheckWritable probes.
+fs::path TempSibling(const fs::path& path) {
+  fs::path tmp = path;
+  tmp += ".tmp";
+  return tmp;
+}
+
 }  // namespace
 
 absl::Status WriteFileAtomically(const std::string& path_in, const std::string& content) {
   fs::path path(path_in);
-  fs::path tmp = path;
-  tmp += ".tmp";
+  const fs::path tmp = TempSibling(path);
   if (absl::Status s = WriteDurably(tmp, content, false); !s.ok()) {
     return s;
   }
@@ -117,8 +123,7 @@ absl::Status CheckWritable(const std::string& path_in) {
     return absl::InvalidArgumentError(
         absl::StrCat(path_in, ": ", dir.string(), " is not a directory"));
   }
-  fs::path tmp = path;
-  tmp += ".tmp";
+  const fs::path tmp = TempSibling(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   const bool created = fd >= 0;
   if (!created && errno == EEXIST) {

@@ -874,15 +874,21 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
     for (const Victim& v : victims) names.push_back(absl::StrCat(v.ns, "/", v.name));
     absl::StatusOr<bool> nominated = NominateInApi(pod, node);
     absl::Status s = nominated.status();
+    const bool in_api = nominated.ok() && *nominated;  // false: failed, or the pod is gone
     std::vector<std::string> warnings;
-    if (nominated.ok() && *nominated) s = Evict(pod, node, victims, now, &warnings);
+    if (in_api) s = Evict(pod, node, victims, now, &warnings);
+    const bool evicted = in_api && s.ok();
+    // As kube-scheduler after its evictions: the lower-priority pods nominated there may no
+    // longer fit, so their nominations go and they are scheduled again, elsewhere if need be.
+    const std::vector<std::string> cleared =
+        evicted ? ClearNominations(node, lower, &warnings) : std::vector<std::string>{};
     for (const std::string& w : warnings) log(absl::StrCat("preempt: ", who, ": ", w));
-    if (!s.ok() || !*nominated) {
+    if (!evicted) {
       absl::MutexLock lock(&mu_);
       preempting_.erase(pod.uid);  // the next attempt chooses again
       // Not nominated in the API: no room is kept for it. (Nominated, it keeps what the victims
       // deleted so far free, as kube-scheduler's nomination does.)
-      if (!(nominated.ok() && *nominated) && cluster_.NominatedNode(pod.uid) == node) {
+      if (!in_api && cluster_.NominatedNode(pod.uid) == node) {
         cluster_.ClearNomination(pod.uid);
       }
       if (s.ok()) continue;  // the pod was deleted meanwhile: nothing to do, nothing failed
@@ -890,11 +896,6 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
       log(absl::StrCat("preempt: ", who, " on ", node, ": ", s.message()));
       continue;
     }
-    // As kube-scheduler after its evictions: the lower-priority pods nominated there may no
-    // longer fit, so their nominations go and they are scheduled again, elsewhere if need be.
-    std::vector<std::string> refused;
-    std::vector<std::string> cleared = ClearNominations(node, lower, &refused);
-    for (const std::string& w : refused) log(absl::StrCat("preempt: ", who, ": ", w));
     {
       absl::MutexLock lock(&mu_);
       for (const std::string& uid : cleared) {
