@@ -46,9 +46,9 @@ $(FUZZ_BUILD)/build.ninja:
 	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DTESSERA_FUZZ=ON -DTESSERA_BENCHMARKS=OFF \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-# Each fuzzer runs FUZZ_SECONDS on its seed corpus (tests/fuzz/corpus/NAME) and fails on a crash.
+# scripts/run-fuzzers builds the fuzzers; each runs FUZZ_SECONDS on its seed corpus
+# (tests/fuzz/corpus/NAME), JOBS at a time, and a crash fails the run.
 test-fuzz: $(FUZZ_BUILD)/build.ninja
-	ninja -C $(FUZZ_BUILD) -j $(JOBS) $$(cd tests/fuzz && ls *_fuzz.cc | sed 's/\.cc$$//')
 	@scripts/run-fuzzers $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_SEED) $(JOBS)
 
 check-format:

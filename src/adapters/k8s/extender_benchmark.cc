@@ -147,8 +147,8 @@ BENCHMARK(BM_ExtenderPreempt100Candidates)->Unit(benchmark::kMicrosecond);
 // remembered pod: the filter over the nodes kube-scheduler sent (all 1,213 here), the victims on
 // every node refused for GPU room (PreemptionVictims, no candidate cap: the 612 nodes of 8 GPUs
 // that refuse a pod of eight whole GPUs and priority 1000, its `nodes_refused` counter, against
-// the fixture's priority-0 holders), and
-// the node kube-scheduler's rules pick. The budgets and the API calls are left out.
+// the fixture's priority-0 holders), and the node kube-scheduler's rules pick. The budgets and
+// the API calls are left out.
 void BM_SharePreemptionChoice1213Nodes(benchmark::State& state) {
   Fixture f = Build();
   placement::gpushare::OnlineCluster c(placement::gpushare::MakeTesseraPolicy());
