@@ -38,9 +38,10 @@ struct AutoscalePolicy {
   int scale_up_step = 4;
   double scale_up_ratio = 1.0;  // +100%
   // Scale-down: the highest recommendation within the window wins (so a short lull does not
-  // shed capacity a burst will need), and at most max(step, ratio x current) replicas go per
-  // decision. (HPA ignores changes within 10% of the current count, so a step of 2 out of 40
-  // would never be acted on: the ratio keeps steps above that tolerance.)
+  // shed capacity a burst will need; recommendations made while no replica was ready do not
+  // count), and at most max(step, ratio x current) replicas go per decision. (HPA ignores changes
+  // within 10% of the current count, so a step of 2 out of 40 would never be acted on: the ratio
+  // keeps steps above that tolerance.)
   absl::Duration scale_down_window = absl::Minutes(10);
   int scale_down_step = 2;
   double scale_down_ratio = 0.25;

@@ -168,6 +168,46 @@ TEST(AutoscalePolicy, ScaleToZeroOnlyAfterIdleTimeoutAndBackOnActivation) {
   EXPECT_THAT(d.reason, HasSubstr("activation"));
 }
 
+TEST(AutoscalePolicy, AWakeUpsBacklogHoldsNoReplicaOnceItIsServed) {
+  AutoscalePolicy p;  // 10-minute window, 60 s cold start, steps +max(4, 100%), -max(2, 25%)
+  p.trend_window = absl::ZeroDuration();  // no projection: the queue rule alone
+  AutoscaleState st;
+  absl::Time t = kT0;
+  EXPECT_EQ(DecideReplicas(p, At(t, 0, 0, 0), st, t).replicas, 0);
+  // A wake-up: requests wait while the replicas start, nothing serves them; the batch is not
+  // known, so the queue asks for a replica per 4 waiting: 1, then 5, 10, 20.
+  int replicas = 0;
+  for (double waiting : {2.0, 20.0, 40.0, 80.0}) {
+    t += absl::Seconds(15);
+    replicas = DecideReplicas(p, At(t, waiting, 0, 0, replicas), st, t).replicas;
+  }
+  EXPECT_EQ(replicas, 20);
+  // Still none ready and the queue asks for fewer (8 waiting: 2): the replicas starting are
+  // kept, since nothing has shown yet what they serve.
+  t += absl::Seconds(15);
+  Decision starting = DecideReplicas(p, At(t, 8, 0, 0, replicas), st, t);
+  EXPECT_EQ(starting.replicas, 20) << starting.reason;
+  // Ready: the backlog is in their batches at once and a trickle remains (3 running in all).
+  // The queue asks for 1, the utilisation rule for ceil(0.05 x 20 / 0.75) = 2; the
+  // recommendations made before any replica was ready are not held for the window, so the
+  // count steps down at once, by max(2, 25%) a decision, to the 2 that the window then holds.
+  std::vector<int> seen;
+  for (int i = 0; i < 8; ++i) {
+    t += absl::Seconds(15);
+    Decision d = DecideReplicas(p, At(t, 0, 3, replicas, 0, 0.05), st, t);
+    replicas = d.replicas;
+    seen.push_back(replicas);
+  }
+  EXPECT_THAT(seen, ::testing::ElementsAre(15, 11, 8, 6, 4, 2, 2, 2));
+  // While replicas serve, the window holds as before: a burst that waits with 2 ready (32
+  // each) asks for (40 + 64) / (32 + 4) = 3, the utilisation rule for 1.0 x 2 / 0.75 = 3; a
+  // lull right after it keeps them for the window.
+  t += absl::Seconds(15);
+  Decision d = DecideReplicas(p, At(t, 40, 64, 2, 0, 1.0), st, t);
+  EXPECT_EQ(d.replicas, 3) << d.reason;
+  ExpectHeldFor(p, st, t, absl::Minutes(9), 0, 3, 3, 0.05, 3);
+}
+
 TEST(AutoscalePolicy, ActivationThresholdIsStrict) {
   AutoscalePolicy p;
   p.activation_threshold = 3;
