@@ -197,7 +197,8 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
   // replicas it started are held only by what the queue asks once they serve it. Otherwise a
   // wake-up from zero, whose first minute's queue asks for a replica per few waiting requests,
   // holds all of them for the whole window after a backlog one replica clears in seconds.
-  if (ready > 0) state.recommendations.emplace_back(now, want);
+  const bool serving = ready > 0;
+  if (serving) state.recommendations.emplace_back(now, want);
   while (!state.recommendations.empty() &&
          now - state.recommendations.front().first > p.scale_down_window) {
     state.recommendations.pop_front();
@@ -217,8 +218,11 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
         std::max(p.scale_up_step, static_cast<int>(std::ceil(p.scale_up_ratio * state.current)));
     next = std::min(want, limit);
     d.reason = absl::StrCat("scale up to ", next, ": ", why);
-  } else if (window_max < state.current && ready > 0) {
-    // (With none ready, the replicas starting are kept: nothing has shown yet what they serve.)
+  } else if (window_max < state.current && !serving) {
+    // Nor does it lower the count before one serves: nothing has shown yet what they serve.
+    d.reason = absl::StrCat("hold at ", next, ": ", why, "; none ready yet, the replicas ",
+                            "starting are kept until one serves");
+  } else if (window_max < state.current) {
     next = std::max(
         window_max,
         state.current - std::max(p.scale_down_step,

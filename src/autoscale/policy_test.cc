@@ -187,6 +187,7 @@ TEST(AutoscalePolicy, AWakeUpsBacklogHoldsNoReplicaOnceItIsServed) {
   t += absl::Seconds(15);
   Decision starting = DecideReplicas(p, At(t, 8, 0, 0, replicas), st, t);
   EXPECT_EQ(starting.replicas, 20) << starting.reason;
+  EXPECT_THAT(starting.reason, HasSubstr("none ready yet"));
   // Ready: the backlog is in their batches at once and a trickle remains (3 running in all).
   // The queue asks for 1, the utilisation rule for ceil(0.05 x 20 / 0.75) = 2; the
   // recommendations made before any replica was ready are not held for the window, so the
