@@ -40,6 +40,73 @@ double Slope(const std::deque<std::pair<absl::Time, double>>& h, absl::Duration 
   return den <= 0 ? 0 : (n * stv - st * sv) / den;
 }
 
+// Minutes since the epoch, rounded down.
+int64_t MinuteOf(absl::Time t) {
+  return absl::ToInt64Minutes(absl::Floor(t - absl::UnixEpoch(), absl::Minutes(1)));
+}
+
+// The seasonal rule. Records `load` (busy replica-equivalents now) for the minute of `now`, then
+// for each period asks: in every one of the last `seasonal_repeats` periods, what was the most
+// load within a lead (a cold start, rounded up to minutes, plus one) after this moment's phase?
+// It answers the least of those (a load that came back every time), provided the load now is at
+// least `target_utilization` times the least it was at this phase then; 0 without enough
+// history. `why` says which period answered.
+double Seasonal(const AutoscalePolicy& p, AutoscaleState& st, absl::Time now, double load,
+                std::string* why) {
+  if (p.seasonal_periods.empty() || now == absl::InfiniteFuture() || now == absl::InfinitePast()) {
+    return 0;
+  }
+  int64_t longest = 0;
+  for (absl::Duration d : p.seasonal_periods) longest = std::max(longest, absl::ToInt64Minutes(d));
+  const int64_t lead = absl::ToInt64Minutes(absl::Ceil(p.cold_start, absl::Minutes(1))) + 1;
+  const int64_t size = longest * p.seasonal_repeats + lead + 1;
+  auto at = [&](int64_t m) -> double& { return st.load_by_minute[((m % size) + size) % size]; };
+  const int64_t minute = MinuteOf(now);
+  if (static_cast<int64_t>(st.load_by_minute.size()) != size || st.first_minute < 0 ||
+      minute < st.last_minute) {
+    // First call, other knobs, or a clock that went back: start the history afresh.
+    st.load_by_minute.assign(size, 0);
+    st.first_minute = minute;
+    at(minute) = load;
+  } else if (minute > st.last_minute) {
+    // Minutes without a decision (none is taken on missing data) count as no load.
+    for (int64_t m = st.last_minute + 1; m < minute && m <= st.last_minute + size; ++m) at(m) = 0;
+    at(minute) = load;
+  } else {
+    // A minute's load is the least seen within it: a level the whole minute held, not a spike.
+    at(minute) = std::min(at(minute), load);
+  }
+  st.last_minute = minute;
+  st.first_minute = std::max(st.first_minute, minute - size + 1);
+
+  double best = 0;
+  for (absl::Duration d : p.seasonal_periods) {
+    const int64_t period = absl::ToInt64Minutes(d);
+    // A period no longer than the lead would look ahead into its own next repeat.
+    if (period <= lead) continue;
+    if (minute - p.seasonal_repeats * period < st.first_minute) continue;  // too little history
+    double ahead = -1, then = -1;
+    for (int k = 1; k <= p.seasonal_repeats; ++k) {
+      const int64_t phase = minute - k * period;
+      double most = 0;
+      for (int64_t m = phase; m <= phase + lead; ++m) most = std::max(most, at(m));
+      ahead = k == 1 ? most : std::min(ahead, most);
+      then = k == 1 ? at(phase) : std::min(then, at(phase));
+    }
+    // The pattern holds only while the load now is at least what it was at this phase then,
+    // within the target's headroom: a recurring burst that has ended, or has not come today,
+    // starts nothing.
+    if (load < p.target_utilization * then || ahead <= best) continue;
+    best = ahead;
+    *why = absl::StrFormat(
+        "; recurring: %.1f replicas busy within %s of this time in each of the last %d periods "
+        "of %s",
+        ahead, absl::FormatDuration(absl::Minutes(lead)), p.seasonal_repeats,
+        absl::FormatDuration(d));
+  }
+  return best;
+}
+
 }  // namespace
 
 absl::Status AutoscalePolicy::Validate() const {
@@ -69,6 +136,16 @@ absl::Status AutoscalePolicy::Validate() const {
     if (d < absl::ZeroDuration()) return bad(knob, "a duration of 0 or more");
   }
   if (stale_after <= absl::ZeroDuration()) return bad("staleAfter", "a duration above 0");
+  if (seasonal_repeats < 1) return bad("seasonalRepeats", "1 or more");
+  for (absl::Duration d : seasonal_periods) {
+    if (d <= absl::ZeroDuration() || d % absl::Minutes(1) != absl::ZeroDuration()) {
+      return bad("seasonalPeriods", "durations of whole minutes, above 0");
+    }
+    if (d * seasonal_repeats > absl::Hours(24 * 31)) {
+      return bad("seasonalPeriods",
+                 "periods x seasonalRepeats of at most 31 days (the history kept)");
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -140,6 +217,9 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
   if (waiting > 0 && per_replica > 0) state.batch_per_replica = per_replica;
   per_replica = std::max(per_replica, state.batch_per_replica);
   int by_queue = CeilDiv(projected, per_replica + p.target_queue_per_replica);
+  // Busy replica-equivalents now, for the seasonal rule: the queue rule's count unrounded and
+  // without the trend, or the busy share of the ready replicas, whichever is more.
+  double load = demand / (per_replica + p.target_queue_per_replica);
   std::string why = absl::StrFormat("queue: %.0f waiting + %.0f running", waiting, running);
   if (slope > 0 && projected > demand + 0.5) {
     absl::StrAppend(&why, absl::StrFormat(" (%.0f projected in %s)", projected,
@@ -163,6 +243,7 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
   int by_util = 0;
   if (Fresh(s.utilization, p, now) && ready > 0) {
     double util = std::min(1.0, s.utilization.value);
+    load = std::max(load, util * ready);
     if (std::abs(util - p.target_utilization) <= p.utilization_band) {
       by_util = static_cast<int>(ready + starting);
       absl::StrAppend(&why, absl::StrFormat("; utilisation %.2f in band -> %d", util, by_util));
@@ -175,6 +256,9 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
   if (transient && want > state.current) {
     want = state.current;  // saturation that ends before a replica could start
   }
+
+  std::string season_why;
+  const double season = Seasonal(p, state, now, load, &season_why);
 
   // From zero: activation; while recently busy: at least one.
   bool idle_long = now - state.last_busy >= p.idle_timeout;
@@ -189,6 +273,13 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
     want = 1;
     absl::StrAppend(&why, "; idle for less than ", absl::FormatDuration(p.idle_timeout),
                     ", keeping one");
+  }
+  // Recurring load: started a cold start ahead, sized to the target utilisation, but only when
+  // it would saturate what the rules above ask (one replica per busy replica-equivalent);
+  // a recurring level those replicas absorb is left to the rules.
+  if (season > want) {
+    want = CeilDiv(season, p.target_utilization);
+    absl::StrAppend(&why, season_why);
   }
   want = clamp(want);
 

@@ -11,9 +11,11 @@
 //   // scale the service to d.replicas; d.reason says why
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -52,6 +54,14 @@ struct AutoscalePolicy {
   absl::Duration trend_window = absl::Seconds(60);
   // Signals older than this are missing.
   absl::Duration stale_after = absl::Seconds(60);
+  // Recurring load (batch jobs at the top of the hour, the working day's start): when, in each
+  // of the last `seasonal_repeats` periods, the load within one cold start after this moment's
+  // phase was more than the rules above ask for now, and the load now is what it was at this
+  // phase then, the replicas for it start now, before it returns. Empty: off. Periods are whole
+  // minutes, period x repeats at most 31 days; one no longer than the lead (cold_start rounded
+  // up to minutes, plus one) is ignored.
+  std::vector<absl::Duration> seasonal_periods = {absl::Hours(1), absl::Hours(24)};
+  int seasonal_repeats = 3;
 
   // InvalidArgument naming the knob when a value is out of range.
   absl::Status Validate() const;
@@ -88,6 +98,12 @@ struct AutoscaleState {
   // learned from the last moment requests waited while replicas ran; 0 until then.
   double batch_per_replica = 0;
   bool initialised = false;
+  // For the seasonal rule: busy replica-equivalents per minute (the least seen in the minute), a
+  // ring over the longest seasonal period x repeats plus the lead, indexed by minutes since the
+  // epoch; first_minute is the oldest minute it holds (-1 before any decision).
+  std::vector<double> load_by_minute;
+  int64_t first_minute = -1;
+  int64_t last_minute = -1;
 };
 
 struct Decision {

@@ -1,5 +1,9 @@
 #include "autoscale/policy.h"
 
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -7,6 +11,7 @@ namespace tessera::autoscale {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
 
@@ -309,6 +314,132 @@ TEST(AutoscalePolicy, ARestartedScalerStartsFromTheReplicasThereAndHoldsThemForA
   d = DecideReplicas(p, At(t, 30, 160, 20, 0, 0.95), blind, t);
   EXPECT_TRUE(d.data_ok);
   EXPECT_GE(d.replicas, 20) << d.reason;
+}
+
+// Recurring load: a batch job that brings 10 busy replicas' worth of requests from minute 30 to
+// 39 of each hour to a service that otherwise runs 2 requests on one replica (a third of a
+// replica busy). Decisions every 15 s; `burst_hours` says in which hours the job runs.
+struct HourlyJob {
+  std::vector<bool> burst_hours;
+  static bool InBurst(absl::Duration into_hour) {
+    return into_hour >= absl::Minutes(30) && into_hour < absl::Minutes(40);
+  }
+  Signals SignalsAt(absl::Time t) const {
+    absl::Duration since = t - kT0;
+    int hour = static_cast<int>(since / absl::Hours(1));
+    bool burst = hour < static_cast<int>(burst_hours.size()) && burst_hours[hour] &&
+                 InBurst(since - hour * absl::Hours(1));
+    return burst ? At(t, 0, 200, 10, 0, 1.0) : At(t, 0, 2, 1, 0, 0.2);
+  }
+  // Runs the decisions from kT0 up to (not including) `end`; returns the decisions made at or
+  // after `from`, with their times.
+  std::vector<std::pair<absl::Time, Decision>> Run(const AutoscalePolicy& p, AutoscaleState& st,
+                                                   absl::Duration from, absl::Duration end) const {
+    std::vector<std::pair<absl::Time, Decision>> out;
+    for (absl::Time t = kT0; t < kT0 + end; t += absl::Seconds(15)) {
+      Decision d = DecideReplicas(p, SignalsAt(t), st, t);
+      if (t >= kT0 + from) out.emplace_back(t, d);
+    }
+    return out;
+  }
+};
+
+TEST(AutoscalePolicy, ALoadThatRecursEachHourIsStartedAColdStartAhead) {
+  AutoscalePolicy p;  // seasonalPeriods 1h, 24h; seasonalRepeats 3; coldStart 60s
+  AutoscaleState st;
+  HourlyJob job{{true, true, true, true}};
+  auto hour3 =
+      job.Run(p, st, absl::Hours(3) + absl::Minutes(20), absl::Hours(3) + absl::Minutes(30));
+  // The first decision that starts replicas for it: within the lead (the 60 s cold start rounded
+  // up to minutes, plus one: 2 minutes, plus the minute's alignment) before minute 30, not earlier.
+  absl::Time first = absl::InfiniteFuture();
+  for (const auto& [t, d] : hour3) {
+    if (absl::StrContains(d.reason, "recurring")) {
+      first = std::min(first, t);
+      EXPECT_GT(d.replicas, 1) << d.reason;
+    }
+  }
+  ASSERT_NE(first, absl::InfiniteFuture()) << "no decision started the hourly job's replicas";
+  EXPECT_GE(first, kT0 + absl::Hours(3) + absl::Minutes(27)) << absl::FormatTime(first);
+  const Decision& last = hour3.back().second;  // just before minute 30
+  EXPECT_THAT(last.reason, HasSubstr("recurring: 10.0 replicas busy within 2m of this time in "
+                                     "each of the last 3 periods of 1h"));
+  // Sized to the target utilisation (10 / 0.75 -> 14), within the scale-up steps (1 -> 5 -> 10
+  // -> 14 at 100% a step).
+  EXPECT_EQ(last.replicas, 14) << last.reason;
+}
+
+TEST(AutoscalePolicy, ARecurringLoadNeedsEveryOneOfTheLastRepeats) {
+  AutoscalePolicy p;
+  // Two hours of history are not three.
+  AutoscaleState two;
+  for (const auto& [t, d] : HourlyJob{{true, true, true}}.Run(p, two, absl::Hours(2),
+                                                              absl::Hours(2) + absl::Minutes(30))) {
+    EXPECT_THAT(d.reason, Not(HasSubstr("recurring"))) << absl::FormatTime(t);
+  }
+  // A missed hour among the last three: nothing in hour 3 either.
+  AutoscaleState missed;
+  for (const auto& [t, d] : HourlyJob{{true, false, true, true}}.Run(
+           p, missed, absl::Hours(3), absl::Hours(3) + absl::Minutes(30))) {
+    EXPECT_THAT(d.reason, Not(HasSubstr("recurring"))) << absl::FormatTime(t);
+  }
+  // Off: an empty seasonalPeriods.
+  p.seasonal_periods.clear();
+  AutoscaleState off;
+  for (const auto& [t, d] : HourlyJob{{true, true, true, true}}.Run(
+           p, off, absl::Hours(3), absl::Hours(3) + absl::Minutes(30))) {
+    EXPECT_THAT(d.reason, Not(HasSubstr("recurring"))) << absl::FormatTime(t);
+  }
+}
+
+TEST(AutoscalePolicy, ARecurringLoadThatDoesNotComeHoldsNothingOnceItsTimeHasPassed) {
+  // Hour 3 without the job: replicas start ahead of minute 30 as before, but once the load at
+  // this time is below what it was then, the rule stops (the scale-down window then releases
+  // them), instead of holding them through the job's usual ten minutes.
+  AutoscalePolicy p;
+  AutoscaleState st;
+  auto hour3 = HourlyJob{{true, true, true, false}}.Run(p, st, absl::Hours(3) + absl::Minutes(29),
+                                                        absl::Hours(3) + absl::Minutes(45));
+  bool started = false;
+  for (const auto& [t, d] : hour3) {
+    bool recurring = absl::StrContains(d.reason, "recurring");
+    if (t < kT0 + absl::Hours(3) + absl::Minutes(30)) started |= recurring;
+    if (t >= kT0 + absl::Hours(3) + absl::Minutes(31)) {
+      EXPECT_FALSE(recurring) << absl::FormatTime(t) << " " << d.reason;
+    }
+  }
+  EXPECT_TRUE(started);
+}
+
+TEST(AutoscalePolicy, ASteadyLoadDecidesTheSameWithTheSeasonalRule) {
+  // Four hours of a load that wanders between 1 and 4 busy replicas the same way each hour: every
+  // level recurs, none beyond what the rules already hold, so the rule changes no decision.
+  AutoscalePolicy on, off;
+  off.seasonal_periods.clear();
+  AutoscaleState a, b;
+  for (absl::Time t = kT0; t < kT0 + absl::Hours(4); t += absl::Seconds(15)) {
+    double minute = absl::ToDoubleMinutes(t - kT0);
+    double util = 0.5 + 0.3 * std::sin(minute / 7);
+    double ready = std::max(1, a.current);
+    Signals s = At(t, 0, 20 * util * ready, ready, 0, util);
+    Decision da = DecideReplicas(on, s, a, t), db = DecideReplicas(off, s, b, t);
+    ASSERT_EQ(da.replicas, db.replicas) << absl::FormatTime(t) << " " << da.reason;
+    ASSERT_EQ(da.reason, db.reason) << absl::FormatTime(t);
+  }
+}
+
+TEST(AutoscalePolicy, SeasonalKnobsAreChecked) {
+  AutoscalePolicy p;
+  p.seasonal_repeats = 0;
+  EXPECT_THAT(p.Validate().message(), HasSubstr("seasonalRepeats"));
+  p = AutoscalePolicy();
+  p.seasonal_periods = {absl::Seconds(90)};
+  EXPECT_THAT(p.Validate().message(), HasSubstr("seasonalPeriods"));
+  p.seasonal_periods = {absl::Hours(24)};
+  p.seasonal_repeats = 32;  // 32 days of history
+  EXPECT_THAT(p.Validate().message(), HasSubstr("seasonalPeriods"));
+  p.seasonal_repeats = 31;
+  EXPECT_TRUE(p.Validate().ok());
 }
 
 }  // namespace

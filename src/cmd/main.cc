@@ -201,6 +201,9 @@ int Main(int argc, char** argv) {
                      "prometheus.pollInterval), each decision stepping from its previous one and "
                      "HPA applying the latest at its 15 s sync (default: one decision per sync, "
                      "from the replicas there; with --config, the config's pollInterval)");
+  sim_as->add_option("--seasonal-periods", simf.seasonal_periods,
+                     "tessera's seasonalPeriods: comma-separated periods of recurring load to "
+                     "start replicas ahead of (default 1h,24h), or none");
   sim_as->add_option("--idle-timeout", simf.idle_timeout,
                      "tessera: idle time before scaling to zero (default 10m)");
   sim_as->add_option("--config", simf.config_file,

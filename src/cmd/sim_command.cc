@@ -168,6 +168,17 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       (!f.duration.empty() && !Duration("--duration", f.duration, &duration, &error))) {
     return Fail(error);
   }
+  std::optional<std::vector<absl::Duration>> seasonal_periods;  // unset: the defaults
+  if (!f.seasonal_periods.empty()) {
+    seasonal_periods.emplace();
+    if (f.seasonal_periods != "none") {
+      for (absl::string_view part : absl::StrSplit(f.seasonal_periods, ',')) {
+        absl::Duration d;
+        if (!Duration("--seasonal-periods", std::string(part), &d, &error)) return Fail(error);
+        seasonal_periods->push_back(d);
+      }
+    }
+  }
   // Waiting requests enter a batch at the end of a fluid step: a bound below one measures the
   // step, not the policy.
   const absl::Duration step = absl::Seconds(sim::SimOptions().dt_s);
@@ -205,6 +216,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     const std::tuple<const char*, const std::string*, const char*> tessera_flags[] = {
         {"--idle-timeout", &f.idle_timeout, "idleTimeout"},
         {"--scale-down-window", &f.scale_down_window, "scaleDownWindow"},
+        {"--seasonal-periods", &f.seasonal_periods, "seasonalPeriods"},
         {"--poll-interval", &f.poll_interval, "prometheus.pollInterval"}};
     for (const auto& [flag, value, knob] : tessera_flags) {
       if (!value->empty()) {
@@ -360,6 +372,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       base.tessera.cold_start = cold_start;
       base.tessera.idle_timeout = idle_timeout;
       base.tessera.scale_down_window = down_window;
+      if (seasonal_periods) base.tessera.seasonal_periods = *seasonal_periods;
       base.tessera.max_replicas = opt.max_replicas;
     }
     if (absl::Status s = base.tessera.Validate(); !s.ok()) return Fail(std::string(s.message()));

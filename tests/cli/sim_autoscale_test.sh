@@ -308,4 +308,28 @@ assert len(runs) == 2 and all(abs(r['requests'] - want) < 0.05 * want for r in r
 echo '{"status":"success","data":{"resultType":"vector","result":[]}}' >"$WORK/instant.json"
 "$TESSERA" sim autoscale --trace "$WORK/instant.json" --format prom-range 2>"$WORK/err" >/dev/null
 check "an instant query's body is refused, located" grep -q 'instant.json:1:42: data.resultType: expected "matrix"' "$WORK/err"
+# A job that brings 20 requests/s from minute 30 to 40 of every hour, 0.05 requests/s otherwise,
+# for six hours: from the fourth hour on, tessera's seasonal rule (seasonalPeriods 1h, 24h by
+# default, 3 repeats) starts its replicas ahead of it, so the burst does not wait a cold start.
+python3 -c "
+for i in range(36):
+    r = 20 if i % 6 == 3 else 0.05
+    print(f'{i * 600},{r},1,Gamma,1,{1 / r}')
+" >"$WORK/hourly.csv"
+for sp in none 1h,24h; do
+  "$TESSERA" sim autoscale --trace "$WORK/hourly.csv" --format servegen --policy tessera \
+    --seasonal-periods $sp --json "$WORK/hourly-$sp.json" >/dev/null
+done
+check "a recurring burst met ahead: higher SLO attainment for fewer GPU-hours" python3 -c "
+import json, sys
+off, on = (json.load(open(sys.argv[i]))['runs'][0] for i in (1, 2))
+assert on['slo_attainment'] > off['slo_attainment'] + 0.03, (on, off)
+assert on['gpu_hours'] < off['gpu_hours'] and on['cold_starts'] < off['cold_starts'], (on, off)
+" "$WORK/hourly-none.json" "$WORK/hourly-1h,24h.json"
+"$TESSERA" sim autoscale --trace "$WORK/hourly.csv" --format servegen --seasonal-periods 1h,90s \
+  2>"$WORK/err" >/dev/null
+check "a seasonal period of part of a minute is refused" grep -q 'seasonalPeriods: expected durations of whole minutes, above 0' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/scaler.yaml" --service lean \
+  --seasonal-periods none 2>"$WORK/err" >/dev/null
+check "--seasonal-periods beside --config is refused" grep -q 'seasonal-periods with --config: .*set seasonalPeriods there' "$WORK/err"
 finish sim_autoscale_test

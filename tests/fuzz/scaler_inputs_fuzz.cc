@@ -72,6 +72,9 @@ void DrivePolicy(const uint8_t* data, size_t size) {
   p.scale_down_step = 1 + in.Next() % 8;
   p.scale_down_window = absl::Seconds(in.Next() % 8 * 30);
   p.idle_timeout = absl::Seconds(in.Next() % 8 * 30);
+  // Seasonal periods short enough for the run (up to ~2 hours) to hold several of them.
+  p.seasonal_periods = {absl::Minutes(1 + in.Next() % 12), absl::Minutes(5 + in.Next() % 40)};
+  p.seasonal_repeats = 1 + in.Next() % 4;
   if (!p.Validate().ok()) __builtin_trap();
   AutoscaleState state;
   absl::Time now = absl::FromUnixSeconds(1700000000);

@@ -226,7 +226,9 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
                                          "scaleDownRatio",
                                          "coldStart",
                                          "trendWindow",
-                                         "staleAfter"}));
+                                         "staleAfter",
+                                         "seasonalPeriods",
+                                         "seasonalRepeats"}));
     ServiceConfig s;
     TESSERA_ASSIGN_OR_RETURN(s.name, sf.Get("name").String());
     if (s.name.empty() || !names.insert(s.name).second) {
@@ -314,6 +316,16 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
     TESSERA_ASSIGN_OR_RETURN(p.cold_start, ReadDuration(sf.Get("coldStart"), p.cold_start));
     TESSERA_ASSIGN_OR_RETURN(p.trend_window, ReadDuration(sf.Get("trendWindow"), p.trend_window));
     TESSERA_ASSIGN_OR_RETURN(p.stale_after, ReadDuration(sf.Get("staleAfter"), p.stale_after));
+    if (Field periods = sf.Get("seasonalPeriods"); periods.present()) {
+      TESSERA_ASSIGN_OR_RETURN(std::vector<Field> items, periods.Items());  // [] turns it off
+      p.seasonal_periods.clear();
+      for (const Field& item : items) {
+        TESSERA_ASSIGN_OR_RETURN(absl::Duration d, ReadDuration(item, absl::ZeroDuration()));
+        p.seasonal_periods.push_back(d);
+      }
+    }
+    TESSERA_ASSIGN_OR_RETURN(p.seasonal_repeats,
+                             ReadInt(sf.Get("seasonalRepeats"), 1, 1000, p.seasonal_repeats));
     if (absl::Status v = p.Validate(); !v.ok()) {
       return sf.Error(v.message());
     }

@@ -77,6 +77,35 @@ TEST(ScalerConfig, ErrorsNameTheLineAndField) {
   EXPECT_FALSE(DecodeScalerConfig("s.yaml", "kind: Fleet\n").ok());
 }
 
+TEST(ScalerConfig, SeasonalPeriodsAreAListAndAnEmptyOneTurnsTheRuleOff) {
+  auto service = [](const std::string& knobs) {
+    return DecodeScalerConfig("s.yaml",
+                              "apiVersion: tessera.io/v1alpha1\nkind: ScalerConfig\n"
+                              "prometheus: {url: 'http://p:9090'}\nservices:\n"
+                              "  - {name: a, server: vllm, deployment: a" +
+                                  knobs + "}\n");
+  };
+  absl::StatusOr<ScalerConfig> c = service("");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->services[0].policy.seasonal_periods,
+            (std::vector<absl::Duration>{absl::Hours(1), absl::Hours(24)}));
+  EXPECT_EQ(c->services[0].policy.seasonal_repeats, 3);
+  c = service(", seasonalPeriods: [30m, 168h], seasonalRepeats: 2");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->services[0].policy.seasonal_periods,
+            (std::vector<absl::Duration>{absl::Minutes(30), absl::Hours(168)}));
+  EXPECT_EQ(c->services[0].policy.seasonal_repeats, 2);
+  c = service(", seasonalPeriods: []");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->services[0].policy.seasonal_periods.empty());
+  EXPECT_THAT(service(", seasonalPeriods: [1h, hourly]").status().message(),
+              HasSubstr("expected a duration"));
+  EXPECT_THAT(service(", seasonalPeriods: 1h").status().message(), HasSubstr("s.yaml:5"));
+  EXPECT_THAT(service(", seasonalPeriods: [90s]").status().message(),
+              HasSubstr("seasonalPeriods: expected durations of whole minutes"));
+  EXPECT_THAT(service(", seasonalRepeats: 0").status().message(), HasSubstr("seasonalRepeats"));
+}
+
 absl::StatusOr<ScalerConfig> WithPrometheus(const std::string& prometheus) {
   return DecodeScalerConfig("s.yaml",
                             "apiVersion: tessera.io/v1alpha1\nkind: ScalerConfig\n" + prometheus +
