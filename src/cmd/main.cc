@@ -55,7 +55,8 @@ int Main(int argc, char** argv) {
   bench_cmd->add_option("--pods", bench.pods_file, "Pod list CSV (openb_pod_list_*.csv)")
       ->required();
   bench_cmd->add_option("--policy", bench.policies,
-                        "Comma-separated policies (random,bestfit,fgd)");
+                        "Comma-separated policies of random, dotprod, clustering, packing, "
+                        "bestfit, fgd, tessera (default fgd,bestfit)");
   bench_cmd->add_option("--seeds", bench.seeds, "Seeds: a range 42-51 or a list 42,43");
   bench_cmd->add_option("--inflate", bench.inflate,
                         "Arrived GPU request as a multiple of capacity (default 1.3)");
