@@ -62,8 +62,7 @@ double Seasonal(const AutoscalePolicy& p, AutoscaleState& st, absl::Time now, do
   const int64_t size = longest * p.seasonal_repeats + lead + 1;
   auto at = [&](int64_t m) -> double& { return st.load_by_minute[((m % size) + size) % size]; };
   const int64_t minute = MinuteOf(now);
-  if (static_cast<int64_t>(st.load_by_minute.size()) != size || st.first_minute < 0 ||
-      minute < st.last_minute) {
+  if (static_cast<int64_t>(st.load_by_minute.size()) != size || minute < st.last_minute) {
     // First call, other knobs, or a clock that went back: start the history afresh.
     st.load_by_minute.assign(size, 0);
     st.first_minute = minute;
@@ -85,13 +84,13 @@ double Seasonal(const AutoscalePolicy& p, AutoscaleState& st, absl::Time now, do
     // A period no longer than the lead would look ahead into its own next repeat.
     if (period <= lead) continue;
     if (minute - p.seasonal_repeats * period < st.first_minute) continue;  // too little history
-    double ahead = -1, then = -1;
+    double ahead = HUGE_VAL, then = HUGE_VAL;
     for (int k = 1; k <= p.seasonal_repeats; ++k) {
       const int64_t phase = minute - k * period;
       double most = 0;
       for (int64_t m = phase; m <= phase + lead; ++m) most = std::max(most, at(m));
-      ahead = k == 1 ? most : std::min(ahead, most);
-      then = k == 1 ? at(phase) : std::min(then, at(phase));
+      ahead = std::min(ahead, most);
+      then = std::min(then, at(phase));
     }
     // The pattern holds only while the load now is at least what it was at this phase then,
     // within the target's headroom: a recurring burst that has ended, or has not come today,

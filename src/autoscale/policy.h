@@ -55,11 +55,11 @@ struct AutoscalePolicy {
   // Signals older than this are missing.
   absl::Duration stale_after = absl::Seconds(60);
   // Recurring load (batch jobs at the top of the hour, the working day's start): when, in each
-  // of the last `seasonal_repeats` periods, the load within one cold start after this moment's
-  // phase was more than the rules above ask for now, and the load now is what it was at this
-  // phase then, the replicas for it start now, before it returns. Empty: off. Periods are whole
-  // minutes, period x repeats at most 31 days; one no longer than the lead (cold_start rounded
-  // up to minutes, plus one) is ignored.
+  // of the last `seasonal_repeats` periods, the load within a lead (cold_start rounded up to
+  // minutes, plus one) after this moment's phase was more than the rules above ask for now, and
+  // the load now is at least target_utilization x what it was at this phase then, the replicas
+  // for it start now, before it returns. Empty: off. Periods are whole minutes, period x repeats
+  // at most 31 days; one no longer than the lead is ignored.
   std::vector<absl::Duration> seasonal_periods = {absl::Hours(1), absl::Hours(24)};
   int seasonal_repeats = 3;
 
@@ -100,10 +100,10 @@ struct AutoscaleState {
   bool initialised = false;
   // For the seasonal rule: busy replica-equivalents per minute (the least seen in the minute), a
   // ring over the longest seasonal period x repeats plus the lead, indexed by minutes since the
-  // epoch; first_minute is the oldest minute it holds (-1 before any decision).
+  // epoch, from first_minute to last_minute (empty before the first decision).
   std::vector<double> load_by_minute;
-  int64_t first_minute = -1;
-  int64_t last_minute = -1;
+  int64_t first_minute = 0;
+  int64_t last_minute = 0;
 };
 
 struct Decision {
