@@ -1,10 +1,12 @@
 #include "adapters/prometheus/prom_client.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "adapters/io/files.h"
 #include "adapters/io/json_text.h"
@@ -23,8 +25,8 @@ std::string StringField(const json& object, const char* key) {
   return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// [<unix seconds>, "<value>"]
-absl::StatusOr<PromValue> Sample(const json& pair) {
+// [<unix seconds>, "<value>"], the value as sent (NaN and +-Inf included).
+absl::StatusOr<PromValue> RawSample(const json& pair) {
   if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number() || !pair[1].is_string()) {
     return absl::InternalError(
         absl::StrCat("Prometheus: expected a sample [time, \"value\"], found ", QuoteJson(pair)));
@@ -37,34 +39,27 @@ absl::StatusOr<PromValue> Sample(const json& pair) {
                                             " is not a Unix time in seconds"));
   }
   PromValue v;
-  v.sampled = absl::FromUnixMicros(static_cast<int64_t>(t * 1e6));
+  v.sampled = absl::FromUnixMicros(static_cast<int64_t>(std::llround(t * 1e6)));
   std::string text = pair[1].get<std::string>();
   if (!absl::SimpleAtod(text, &v.value)) {
     return absl::InternalError(absl::StrCat("Prometheus: sample value \"", text, "\""));
   }
+  return v;
+}
+
+// The same, for an instant query: a value that is not a number is no usable sample.
+absl::StatusOr<PromValue> Sample(const json& pair) {
+  TESSERA_ASSIGN_OR_RETURN(PromValue v, RawSample(pair));
   if (!std::isfinite(v.value)) {
-    return absl::UnavailableError(
-        absl::StrCat("Prometheus returned ", text, " (not a number): no usable sample"));
+    return absl::UnavailableError(absl::StrCat("Prometheus returned ", pair[1].get<std::string>(),
+                                               " (not a number): no usable sample"));
   }
   return v;
 }
 
-// A credential file, re-read for every query; any failure leaves the signal missing (Unavailable).
-absl::StatusOr<std::string> Secret(const std::string& what, const std::string& file) {
-  absl::StatusOr<std::string> secret = ReadSecretFile(file);
-  if (!secret.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("Prometheus ", what, ": ", secret.status().message()));
-  }
-  if (secret->empty()) {
-    return absl::UnavailableError(absl::StrCat("Prometheus ", what, " file ", file, " is empty"));
-  }
-  return *secret;
-}
-
-}  // namespace
-
-absl::StatusOr<PromValue> ParsePromResponse(long http_status, const std::string& body) {
+// The checks every response shares: Prometheus' error body, an HTTP error without one, and the
+// success envelope. The `data` object on success.
+absl::StatusOr<json> ResponseData(long http_status, const std::string& body) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_object() && StringField(j, "status") == "error") {
     std::string type = StringField(j, "errorType");
@@ -83,7 +78,26 @@ absl::StatusOr<PromValue> ParsePromResponse(long http_status, const std::string&
     return absl::InternalError(
         absl::StrCat("Prometheus: not a query response: ", body.substr(0, 200)));
   }
-  const json& data = j["data"];
+  return std::move(j["data"]);
+}
+
+// A credential file, re-read for every query; any failure leaves the signal missing (Unavailable).
+absl::StatusOr<std::string> Secret(const std::string& what, const std::string& file) {
+  absl::StatusOr<std::string> secret = ReadSecretFile(file);
+  if (!secret.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("Prometheus ", what, ": ", secret.status().message()));
+  }
+  if (secret->empty()) {
+    return absl::UnavailableError(absl::StrCat("Prometheus ", what, " file ", file, " is empty"));
+  }
+  return *secret;
+}
+
+}  // namespace
+
+absl::StatusOr<PromValue> ParsePromResponse(long http_status, const std::string& body) {
+  TESSERA_ASSIGN_OR_RETURN(const json data, ResponseData(http_status, body));
   std::string type = StringField(data, "resultType");
   // (A ternary with json() in one arm would copy the result, recursing once per level of it.)
   static const json kNull;
@@ -112,10 +126,48 @@ absl::StatusOr<PromValue> ParsePromResponse(long http_status, const std::string&
   return Sample(result[0]["value"]);
 }
 
-absl::StatusOr<PromValue> PromClient::Query(const std::string& promql) const {
+absl::StatusOr<std::vector<std::optional<double>>> ParsePromRangeResponse(long http_status,
+                                                                          const std::string& body,
+                                                                          absl::Time start,
+                                                                          absl::Duration step,
+                                                                          int64_t count) {
+  TESSERA_ASSIGN_OR_RETURN(const json data, ResponseData(http_status, body));
+  std::string type = StringField(data, "resultType");
+  static const json kNull;
+  const json& result = data.contains("result") ? data["result"] : kNull;
+  if (type != "matrix" || !result.is_array()) {
+    return absl::InternalError(
+        absl::StrCat("Prometheus: expected a range query's matrix, found ", type));
+  }
+  std::vector<std::optional<double>> points(static_cast<size_t>(std::max<int64_t>(count, 0)));
+  if (result.empty()) return points;  // no series at any step
+  if (result.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Prometheus: the query returned ", result.size(),
+                     " series; aggregate it to one (sum(...), avg(...))"));
+  }
+  if (!result[0].is_object() || !result[0].contains("values") || !result[0]["values"].is_array()) {
+    return absl::InternalError("Prometheus: series without values");
+  }
+  for (const json& pair : result[0]["values"]) {
+    TESSERA_ASSIGN_OR_RETURN(PromValue v, RawSample(pair));
+    // Prometheus evaluates at start + k x step exactly; its times are in milliseconds.
+    const double k = absl::FDivDuration(v.sampled - start, step);
+    const int64_t i = std::llround(k);
+    if (i < 0 || i >= count || std::abs(k - static_cast<double>(i)) > 0.01) {
+      return absl::InternalError(absl::StrCat("Prometheus: sample at ", QuoteJson(pair[0]),
+                                              " is not a step of the range asked for"));
+    }
+    points[static_cast<size_t>(i)] = v.value;
+  }
+  return points;
+}
+
+absl::StatusOr<HttpResponse> PromClient::Get(const std::string& path, const std::string& params,
+                                             int timeout_ms) const {
   HttpRequest req;
-  req.url = absl::StrCat(config_.url, "/api/v1/query?query=", UrlEscape(promql));
-  req.timeout_ms = config_.timeout_ms;
+  req.url = absl::StrCat(config_.url, path, "?", params);
+  req.timeout_ms = timeout_ms;
   req.headers = {"Accept: application/json"};
   req.headers.insert(req.headers.end(), config_.headers.begin(), config_.headers.end());
   req.tls = config_.tls;
@@ -132,11 +184,49 @@ absl::StatusOr<PromValue> PromClient::Query(const std::string& promql) const {
   if (!r.ok()) {
     // A transport failure is the same for every query: name the endpoint, not the escaped query,
     // so that one unreachable Prometheus reads as one problem (the scaler logs each once).
-    const std::string endpoint = absl::StrCat(config_.url, "/api/v1/query");
+    const std::string endpoint = absl::StrCat(config_.url, path);
     return absl::Status(r.status().code(),
                         absl::StrReplaceAll(r.status().message(), {{req.url, endpoint}}));
   }
-  return ParsePromResponse(r->status, r->body);
+  return r;
+}
+
+absl::StatusOr<PromValue> PromClient::Query(const std::string& promql) const {
+  TESSERA_ASSIGN_OR_RETURN(
+      HttpResponse r,
+      Get("/api/v1/query", absl::StrCat("query=", UrlEscape(promql)), config_.timeout_ms));
+  return ParsePromResponse(r.status, r.body);
+}
+
+absl::StatusOr<PromSeries> PromClient::QueryRange(const std::string& promql, absl::Time start,
+                                                  absl::Duration step, int64_t count) const {
+  if (step < absl::Milliseconds(1) || count < 0 || start == absl::InfinitePast() ||
+      start == absl::InfiniteFuture()) {
+    return absl::InvalidArgumentError(
+        "Prometheus range query: expected a step of at least 1ms "
+        "and a finite start");
+  }
+  // Prometheus keeps to milliseconds: the start and step are asked for in them.
+  step = absl::Floor(step, absl::Milliseconds(1));
+  start = absl::FromUnixMillis(absl::ToUnixMillis(start));
+  PromSeries series{start, step, {}};
+  series.points.reserve(static_cast<size_t>(count));
+  auto seconds = [](absl::Time t) { return absl::StrFormat("%.3f", absl::ToUnixMillis(t) / 1e3); };
+  for (int64_t done = 0; done < count;) {
+    const int64_t n = std::min<int64_t>(kMaxRangePoints, count - done);
+    const absl::Time from = start + done * step;
+    TESSERA_ASSIGN_OR_RETURN(HttpResponse r,
+                             Get("/api/v1/query_range",
+                                 absl::StrCat("query=", UrlEscape(promql), "&start=", seconds(from),
+                                              "&end=", seconds(from + (n - 1) * step), "&step=",
+                                              absl::StrFormat("%.3f", absl::ToDoubleSeconds(step))),
+                                 config_.range_timeout_ms));
+    TESSERA_ASSIGN_OR_RETURN(std::vector<std::optional<double>> part,
+                             ParsePromRangeResponse(r.status, r.body, from, step, n));
+    series.points.insert(series.points.end(), part.begin(), part.end());
+    done += n;
+  }
+  return series;
 }
 
 }  // namespace tessera::adapters

@@ -11,6 +11,11 @@
 //   connection refused etc.       -> Unavailable
 //   a credential file unreadable  -> Unavailable naming the file (never its contents)
 //
+// Range queries (GET /api/v1/query_range), for the history a restarted scaler rebuilds: the same
+// outcomes, but a step without a sample is absent (where the instant query would have found no
+// series) and NaN or +-Inf is kept as such (where it would have failed). A range is asked for
+// in requests of at most kMaxRangePoints steps (Prometheus refuses more than 11,000 per series).
+//
 // Credentials for a Prometheus behind authentication (OpenShift's Thanos querier, Grafana
 // Mimir/Cortex, a reverse proxy): a bearer token from a file read before every query (a
 // projected service-account token rotates), or basic auth with the password in a file; extra
@@ -22,6 +27,8 @@
 //   absl::StatusOr<PromValue> v = prom.Query("sum(vllm:num_requests_waiting)");
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +41,7 @@ namespace tessera::adapters {
 struct PromConfig {
   std::string url;  // http(s)://host:port[/prefix]
   int timeout_ms = 2000;
+  int range_timeout_ms = 30000;   // per range-query request
   std::string bearer_token_file;  // optional: read before every query
   std::string basic_username;     // optional: basic auth, with the password in a file
   std::string basic_password_file;
@@ -47,16 +55,40 @@ struct PromValue {
   absl::Time sampled = absl::InfinitePast();  // the sample's timestamp
 };
 
+// A range query's one series, at start, start + step, ... (points.size() steps): each a value,
+// or nullopt where Prometheus had no sample.
+struct PromSeries {
+  absl::Time start;
+  absl::Duration step;
+  std::vector<std::optional<double>> points;
+};
+
 class PromClient {
  public:
+  static constexpr int64_t kMaxRangePoints = 10000;
+
   explicit PromClient(PromConfig config) : config_(std::move(config)) {}
   absl::StatusOr<PromValue> Query(const std::string& promql) const;
+  // `count` steps from `start` (both kept to milliseconds, as Prometheus does).
+  absl::StatusOr<PromSeries> QueryRange(const std::string& promql, absl::Time start,
+                                        absl::Duration step, int64_t count) const;
 
  private:
+  // GET config.url + path + "?" + params, with the credentials and headers of the config.
+  absl::StatusOr<HttpResponse> Get(const std::string& path, const std::string& params,
+                                   int timeout_ms) const;
+
   PromConfig config_;
 };
 
 // Parses a /api/v1/query response body (exposed for tests).
 absl::StatusOr<PromValue> ParsePromResponse(long http_status, const std::string& body);
+// Parses a /api/v1/query_range response body asked for `count` steps from `start` (exposed for
+// tests).
+absl::StatusOr<std::vector<std::optional<double>>> ParsePromRangeResponse(long http_status,
+                                                                          const std::string& body,
+                                                                          absl::Time start,
+                                                                          absl::Duration step,
+                                                                          int64_t count);
 
 }  // namespace tessera::adapters

@@ -5,12 +5,16 @@
 #include <httplib.h>
 #include <stdlib.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "adapters/net/test_certs.h"
 #include "adapters/net/test_http_server.h"
 #include "gmock/gmock.h"
@@ -162,6 +166,169 @@ TEST(PromClient, ParsesOddBodies) {
   EXPECT_LT(nested.message().size(), 200u);
 }
 
+// A range query's evaluation as Prometheus 2.x answers /api/v1/query_range: one series whose
+// value at time t (whole seconds) is t mod 1000, with no sample where t is a multiple of 7 and
+// NaN where it is a multiple of 11; each request's start, end and step recorded.
+class RangePrometheus {
+ public:
+  RangePrometheus() {
+    server_ = std::make_unique<testing::LocalHttpServer>([this](httplib::Server& s) {
+      s.Get("/api/v1/query_range", [this](const httplib::Request& req, httplib::Response& res) {
+        const std::string q = req.get_param_value("query");
+        double start = 0, end = 0, step = 0;
+        if (!absl::SimpleAtod(req.get_param_value("start"), &start) ||
+            !absl::SimpleAtod(req.get_param_value("end"), &end) ||
+            !absl::SimpleAtod(req.get_param_value("step"), &step) || step <= 0 ||
+            (end - start) / step + 1 > 11000) {
+          res.status = 400;
+          res.set_content(
+              R"json({"status":"error","errorType":"bad_data","error":"exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"})json",
+              "application/json");
+          return;
+        }
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          requests_.push_back(absl::StrCat(req.get_param_value("start"), " ",
+                                           req.get_param_value("end"), " ",
+                                           req.get_param_value("step")));
+        }
+        if (q == "none") {
+          res.set_content(R"({"status":"success","data":{"resultType":"matrix","result":[]}})",
+                          "application/json");
+          return;
+        }
+        if (q == "down") {
+          res.status = 503;
+          res.set_content(R"({"status":"error","errorType":"unavailable","error":"no store"})",
+                          "application/json");
+          return;
+        }
+        std::string values;
+        for (double t = start; t <= end + 1e-9; t += step) {
+          const int64_t whole = static_cast<int64_t>(t);
+          if (whole % 7 == 0) continue;
+          absl::StrAppend(&values, values.empty() ? "" : ",", "[", absl::StrFormat("%.3f", t),
+                          whole % 11 == 0 ? ",\"NaN\"]" : absl::StrCat(",\"", whole % 1000, "\"]"));
+        }
+        std::string series = absl::StrCat(R"({"metric":{},"values":[)", values, "]}");
+        res.set_content(
+            absl::StrCat(R"({"status":"success","data":{"resultType":"matrix","result":[)", series,
+                         q == "two" ? "," + series : "", "]}}"),
+            "application/json");
+      });
+    });
+  }
+  std::string url() const { return server_->url(); }
+  std::vector<std::string> requests() {
+    std::lock_guard<std::mutex> l(mu_);
+    return requests_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> requests_;
+  std::unique_ptr<testing::LocalHttpServer> server_;
+};
+
+TEST(PromClient, RangeQueriesInRequestsPrometheusAcceptsWithGapsAndNaNKept) {
+  RangePrometheus fake;
+  PromClient prom(Plain(fake.url()));
+  const absl::Time start = absl::FromUnixSeconds(1764700000);
+  // 25,000 steps of 5 s: three requests of at most 10,000 (Prometheus refuses over 11,000).
+  absl::StatusOr<PromSeries> got = prom.QueryRange("load", start, absl::Seconds(5), 25000);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(fake.requests(), (std::vector<std::string>{"1764700000.000 1764749995.000 5.000",
+                                                       "1764750000.000 1764799995.000 5.000",
+                                                       "1764800000.000 1764824995.000 5.000"}));
+  ASSERT_EQ(got->points.size(), 25000u);
+  EXPECT_EQ(got->start, start);
+  EXPECT_EQ(got->step, absl::Seconds(5));
+  int absent = 0, nan = 0;
+  for (size_t k = 0; k < got->points.size(); ++k) {
+    const int64_t t = 1764700000 + 5 * static_cast<int64_t>(k);
+    const std::optional<double>& p = got->points[k];
+    if (t % 7 == 0) {
+      EXPECT_FALSE(p.has_value()) << k;
+      ++absent;
+    } else if (t % 11 == 0) {
+      ASSERT_TRUE(p.has_value()) << k;
+      EXPECT_TRUE(std::isnan(*p)) << k;
+      ++nan;
+    } else {
+      ASSERT_TRUE(p.has_value()) << k;
+      EXPECT_EQ(*p, static_cast<double>(t % 1000)) << k;
+    }
+  }
+  EXPECT_GT(absent, 3000);
+  EXPECT_GT(nan, 1500);
+
+  // Sub-second steps and starts are kept to milliseconds, as Prometheus keeps them.
+  got = prom.QueryRange("load", start + absl::Microseconds(250500), absl::Microseconds(250900), 8);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(fake.requests().back(), "1764700000.250 1764700002.000 0.250");
+  EXPECT_EQ(got->step, absl::Milliseconds(250));
+
+  // No series at all: every step absent. Several: aggregate. Prometheus' errors as for instant
+  // queries.
+  got = prom.QueryRange("none", start, absl::Seconds(5), 10);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->points, std::vector<std::optional<double>>(10));
+  EXPECT_THAT(prom.QueryRange("two", start, absl::Seconds(5), 10).status().message(),
+              HasSubstr("aggregate"));
+  EXPECT_EQ(prom.QueryRange("down", start, absl::Seconds(5), 10).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(prom.QueryRange("load", start, absl::ZeroDuration(), 10).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  got = prom.QueryRange("load", start, absl::Seconds(5), 0);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->points.empty());
+  PromClient nobody(Plain("http://127.0.0.1:1"));
+  EXPECT_THAT(nobody.QueryRange("load", start, absl::Seconds(5), 10).status().message(),
+              HasSubstr("http://127.0.0.1:1/api/v1/query_range: "));
+}
+
+TEST(PromClient, ParsesOddRangeBodies) {
+  const absl::Time start = absl::FromUnixSeconds(1000);
+  auto parse = [&](const char* body) {
+    return ParsePromRangeResponse(200, body, start, absl::Seconds(10), 3);
+  };
+  // An instant vector where a matrix belongs, a sample off the steps asked for, one beyond them.
+  EXPECT_THAT(parse(R"({"status":"success","data":{"resultType":"vector","result":[]}})")
+                  .status()
+                  .message(),
+              HasSubstr("matrix"));
+  EXPECT_THAT(
+      parse(
+          R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1005,"1"]]}]}})")
+          .status()
+          .message(),
+      HasSubstr("not a step"));
+  EXPECT_EQ(
+      parse(
+          R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1030,"1"]]}]}})")
+          .status()
+          .code(),
+      absl::StatusCode::kInternal);
+  EXPECT_EQ(
+      parse(
+          R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":"x"}]}})")
+          .status()
+          .code(),
+      absl::StatusCode::kInternal);
+  absl::StatusOr<std::vector<std::optional<double>>> ok = parse(
+      R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{"job":"x"},"values":[[1000,"4"],[1020,"+Inf"]]}]}})");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*ok)[0], 4);
+  EXPECT_FALSE((*ok)[1].has_value());
+  EXPECT_TRUE(std::isinf(*(*ok)[2]));
+  EXPECT_EQ(
+      ParsePromRangeResponse(400, R"({"status":"error","errorType":"bad_data","error":"bad"})",
+                             start, absl::Seconds(10), 3)
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
 // A Prometheus behind authentication: what each query carried, answered with 17.
 class Recorder {
  public:
@@ -171,6 +338,13 @@ class Recorder {
       auth_ = req.get_header_value("Authorization");
       tenant_ = req.get_header_value("X-Scope-OrgID");
       res.set_content(kSeventeen, "application/json");
+    });
+    s.Get("/api/v1/query_range", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu_);
+      auth_ = "range " + req.get_header_value("Authorization");
+      tenant_ = req.get_header_value("X-Scope-OrgID");
+      res.set_content(R"({"status":"success","data":{"resultType":"matrix","result":[]}})",
+                      "application/json");
     });
   }
   std::string auth() {
@@ -206,6 +380,10 @@ TEST(PromClient, CredentialsFromFilesReadBeforeEveryQueryAndExtraHeaders) {
   std::ofstream(token) << "token-2";
   ASSERT_TRUE(client.Query("up").ok());
   EXPECT_EQ(seen.auth(), "Bearer token-2");
+  // Range queries carry the same.
+  ASSERT_TRUE(client.QueryRange("up", absl::FromUnixSeconds(1000), absl::Seconds(5), 3).ok());
+  EXPECT_EQ(seen.auth(), "range Bearer token-2");
+  EXPECT_EQ(seen.tenant(), "team-a");
   // Gone: the query is not sent; the error names the file, never a token.
   std::filesystem::remove(token);
   absl::Status gone = client.Query("up").status();
