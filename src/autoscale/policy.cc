@@ -45,6 +45,24 @@ int64_t MinuteOf(absl::Time t) {
   return absl::ToInt64Minutes(absl::Floor(t - absl::UnixEpoch(), absl::Minutes(1)));
 }
 
+// The seasonal rule's lead: a cold start rounded up to minutes, plus one.
+int64_t LeadMinutes(const AutoscalePolicy& p) {
+  return absl::ToInt64Minutes(absl::Ceil(p.cold_start, absl::Minutes(1))) + 1;
+}
+
+// Minutes of load history the seasonal rule keeps (the size of AutoscaleState's ring).
+int64_t HistoryMinutes(const AutoscalePolicy& p) {
+  if (p.seasonal_periods.empty()) return 0;
+  int64_t longest = 0;
+  for (absl::Duration d : p.seasonal_periods) longest = std::max(longest, absl::ToInt64Minutes(d));
+  return longest * p.seasonal_repeats + LeadMinutes(p) + 1;
+}
+
+// A minute's slot in the ring of `size` minutes.
+size_t Slot(int64_t minute, int64_t size) {
+  return static_cast<size_t>(((minute % size) + size) % size);
+}
+
 // The seasonal rule. Records `load` (busy replica-equivalents now) for the minute of `now`, then
 // for each period asks: in every one of the last `seasonal_repeats` periods, what was the most
 // load within a lead (a cold start, rounded up to minutes, plus one) after this moment's phase?
@@ -56,11 +74,9 @@ double Seasonal(const AutoscalePolicy& p, AutoscaleState& st, absl::Time now, do
   if (p.seasonal_periods.empty() || now == absl::InfiniteFuture() || now == absl::InfinitePast()) {
     return 0;
   }
-  int64_t longest = 0;
-  for (absl::Duration d : p.seasonal_periods) longest = std::max(longest, absl::ToInt64Minutes(d));
-  const int64_t lead = absl::ToInt64Minutes(absl::Ceil(p.cold_start, absl::Minutes(1))) + 1;
-  const int64_t size = longest * p.seasonal_repeats + lead + 1;
-  auto at = [&](int64_t m) -> double& { return st.load_by_minute[((m % size) + size) % size]; };
+  const int64_t lead = LeadMinutes(p);
+  const int64_t size = HistoryMinutes(p);
+  auto at = [&](int64_t m) -> double& { return st.load_by_minute[Slot(m, size)]; };
   const int64_t minute = MinuteOf(now);
   if (static_cast<int64_t>(st.load_by_minute.size()) != size || minute < st.last_minute) {
     // First call, other knobs, or a clock that went back: start the history afresh.
@@ -107,6 +123,37 @@ double Seasonal(const AutoscalePolicy& p, AutoscaleState& st, absl::Time now, do
 }
 
 }  // namespace
+
+absl::Duration SeasonalHistory(const AutoscalePolicy& policy) {
+  return absl::Minutes(HistoryMinutes(policy));
+}
+
+absl::Duration HistoryToRebuild(const AutoscalePolicy& policy) {
+  return std::max(SeasonalHistory(policy), absl::Hours(24));
+}
+
+void MergeHistory(const AutoscalePolicy& policy, const AutoscaleState& past, AutoscaleState& live) {
+  if (live.batch_per_replica <= 0) live.batch_per_replica = past.batch_per_replica;
+  const int64_t size = HistoryMinutes(policy);
+  if (size == 0 || static_cast<int64_t>(past.load_by_minute.size()) != size) return;
+  if (static_cast<int64_t>(live.load_by_minute.size()) != size) {
+    // No decision yet (or under other knobs, which the next one resets): the past is all there is.
+    live.load_by_minute = past.load_by_minute;
+    live.first_minute = past.first_minute;
+    live.last_minute = past.last_minute;
+    return;
+  }
+  const int64_t from = std::max(past.first_minute, live.last_minute - size + 1);
+  const int64_t to = std::min(past.last_minute, live.last_minute);
+  for (int64_t m = from; m <= to; ++m) {
+    const double then = past.load_by_minute[Slot(m, size)];
+    double& slot = live.load_by_minute[Slot(m, size)];
+    // Before live's first minute its slot is empty (the ring starts zeroed, and nothing since has
+    // wrapped onto it).
+    slot = m < live.first_minute ? then : std::min(slot, then);
+  }
+  if (from <= to) live.first_minute = std::min(live.first_minute, from);
+}
 
 absl::Status AutoscalePolicy::Validate() const {
   auto bad = [](absl::string_view knob, absl::string_view want) {

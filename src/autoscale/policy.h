@@ -115,4 +115,23 @@ struct Decision {
 Decision DecideReplicas(const AutoscalePolicy& policy, const Signals& signals,
                         AutoscaleState& state, absl::Time now);
 
+// How far back the seasonal rule looks: the longest period x seasonal_repeats, plus the lead and
+// a minute. Zero when the rule is off.
+absl::Duration SeasonalHistory(const AutoscalePolicy& policy);
+
+// How much of a service's past a restarted scaler replays to rebuild what the policy learns
+// from it: the seasonal rule's history, and at least the last day (for the batch per replica).
+absl::Duration HistoryToRebuild(const AutoscalePolicy& policy);
+
+// Adds to `live` what `past` learned, `past` being a state the same policy kept over an earlier
+// span (a restarted scaler replays the service's signals from Prometheus through DecideReplicas
+// into a state of its own):
+// - its per-minute load for the seasonal rule: minutes `live` has not seen take `past`'s load,
+//   minutes both saw the lesser (a minute's load is the least seen in it); minutes out of
+//   `live`'s reach are left out, and a history kept under other knobs adds nothing;
+// - the requests one replica runs when full (batch_per_replica), while `live` has not learned
+//   it: without it a wake-up from zero asks for a replica per targetQueuePerReplica waiting.
+// Nothing else of `live` changes.
+void MergeHistory(const AutoscalePolicy& policy, const AutoscaleState& past, AutoscaleState& live);
+
 }  // namespace tessera::autoscale

@@ -428,6 +428,116 @@ TEST(AutoscalePolicy, ASteadyLoadDecidesTheSameWithTheSeasonalRule) {
   }
 }
 
+TEST(AutoscalePolicy, ARestartedScalerMeetsARecurringLoadWithItsHistoryReplayed) {
+  // The scaler restarts at 3h20m: its new state has no history, and the job at 3h30m meets one
+  // replica. With the first 3h20m replayed (as Scaler::Backfill replays Prometheus' range
+  // queries) and merged, it is started ahead as if nothing had restarted; likewise when the
+  // merge comes after the new process has polled for ten minutes.
+  AutoscalePolicy p;
+  HourlyJob job{{true, true, true, true}};
+  const absl::Time restart = kT0 + absl::Hours(3) + absl::Minutes(10);
+  AutoscaleState past;
+  job.Run(p, past, absl::ZeroDuration(), restart - kT0);
+  auto live_run = [&](AutoscaleState& st, absl::Time from, absl::Time end) {
+    Decision last;
+    bool recurring = false;
+    for (absl::Time t = from; t < end; t += absl::Seconds(15)) {
+      last = DecideReplicas(p, job.SignalsAt(t), st, t);
+      recurring |= absl::StrContains(last.reason, "recurring");
+    }
+    return std::pair{last, recurring};
+  };
+  const absl::Time before_job = kT0 + absl::Hours(3) + absl::Minutes(30);
+
+  AutoscaleState bare;
+  EXPECT_FALSE(live_run(bare, restart, before_job).second);
+
+  AutoscaleState merged_first;
+  MergeHistory(p, past, merged_first);
+  auto [last, recurring] = live_run(merged_first, restart, before_job);
+  EXPECT_TRUE(recurring);
+  EXPECT_EQ(last.replicas, 14) << last.reason;
+
+  AutoscaleState merged_later;
+  live_run(merged_later, restart, restart + absl::Minutes(10));
+  MergeHistory(p, past, merged_later);
+  std::tie(last, recurring) = live_run(merged_later, restart + absl::Minutes(10), before_job);
+  EXPECT_TRUE(recurring);
+  EXPECT_EQ(last.replicas, 14) << last.reason;
+  EXPECT_EQ(merged_later.first_minute, past.first_minute);
+
+  // A history kept under other knobs (another ring) adds nothing.
+  AutoscalePolicy hourly = p;
+  hourly.seasonal_periods = {absl::Hours(1)};
+  AutoscaleState other;
+  MergeHistory(hourly, past, other);
+  EXPECT_TRUE(other.load_by_minute.empty());
+}
+
+TEST(AutoscalePolicy, MergedHistoryKeepsTheLeastOfAMinuteBothSawAndWhatLiveCannotReach) {
+  // One period of 1h, one repeat, a 60 s cold start: a ring of 60 + 2 + 1 = 63 minutes.
+  AutoscalePolicy p;
+  p.seasonal_periods = {absl::Hours(1)};
+  p.seasonal_repeats = 1;
+  ASSERT_EQ(SeasonalHistory(p), absl::Minutes(63));
+  auto slot = [](AutoscaleState& st, int64_t minute) -> double& {
+    return st.load_by_minute[static_cast<size_t>(minute % 63)];
+  };
+  AutoscaleState past, live;
+  past.load_by_minute.assign(63, 0);
+  past.first_minute = 1000;
+  past.last_minute = 1062;
+  for (int64_t m = 1000; m <= 1062; ++m) slot(past, m) = 5;
+  live.load_by_minute.assign(63, 0);
+  live.first_minute = 1060;
+  live.last_minute = 1070;
+  for (int64_t m = 1060; m <= 1070; ++m) slot(live, m) = m == 1060 ? 3 : 7;
+  MergeHistory(p, past, live);
+  EXPECT_EQ(live.first_minute, 1008);  // 1070 - 63 + 1: the minutes before are out of reach
+  EXPECT_EQ(live.last_minute, 1070);
+  EXPECT_EQ(slot(live, 1008), 5);  // only the past saw it
+  EXPECT_EQ(slot(live, 1059), 5);
+  EXPECT_EQ(slot(live, 1060), 3);  // both: the lesser
+  EXPECT_EQ(slot(live, 1061), 5);
+  EXPECT_EQ(slot(live, 1063), 7);  // only live saw it
+  EXPECT_EQ(slot(live, 1070), 7);
+  // A past entirely out of reach adds nothing.
+  AutoscaleState later = live;
+  later.first_minute = 1200;
+  later.last_minute = 1200;
+  MergeHistory(p, past, later);
+  EXPECT_EQ(later.first_minute, 1200);
+}
+
+TEST(AutoscalePolicy, ARestartedScalerKeepsTheBatchItsHistoryShowed) {
+  // A service that wakes from zero to 12 waiting requests. It has shown that a replica runs 35 at
+  // once (35 running on one replica with requests waiting): 12 waiting fit one replica. A
+  // scaler that lost that asks for a replica per 4 waiting (3), then more as the queue grows
+  // while they start; one whose history was replayed and merged holds at one. Also with the
+  // seasonal rule off: the batch is not the rule's.
+  for (bool seasonal : {true, false}) {
+    AutoscalePolicy p;
+    if (!seasonal) p.seasonal_periods.clear();
+    AutoscaleState past;
+    DecideReplicas(p, At(kT0, 10, 35, 1), past, kT0);
+    ASSERT_EQ(past.batch_per_replica, 35);
+    const absl::Time later = kT0 + absl::Hours(5);
+    for (bool merged : {true, false}) {
+      AutoscaleState live;
+      if (merged) MergeHistory(p, past, live);
+      DecideReplicas(p, At(later, 0, 0, 0), live, later);  // at zero
+      const Decision d = DecideReplicas(p, At(later + absl::Seconds(15), 12, 0, 0), live,
+                                        later + absl::Seconds(15));
+      EXPECT_EQ(d.replicas, merged ? 1 : 3) << d.reason;
+    }
+    // A batch the live state has learned is its own.
+    AutoscaleState learned;
+    DecideReplicas(p, At(later, 5, 20, 1), learned, later);
+    MergeHistory(p, past, learned);
+    EXPECT_EQ(learned.batch_per_replica, 20);
+  }
+}
+
 TEST(AutoscalePolicy, SeasonalKnobsAreChecked) {
   AutoscalePolicy p;
   p.seasonal_repeats = 0;

@@ -52,6 +52,13 @@ done
 # Prometheus is not there: the first decision holds (never zero on missing data), logged with why.
 check "the decision is logged with its reason" \
   grep -qE "^[0-9T:-]+Z chat: 1 replicas, data missing: holding at 1: no fresh .*127.0.0.1:9" "$WORK/log"
+for _ in $(seq 100); do
+  grep -q "chat: history" "$WORK/log" && break
+  sleep 0.1
+done
+# Nor is its history: the range queries fail, logged once, and the scaler serves on.
+check "the history that could not be rebuilt is logged with why" \
+  grep -qE "^[0-9T:-]+Z chat: history not rebuilt \(.*query_range.*\); it builds up from now" "$WORK/log"
 check "and no credential in the log" bash -c "! grep -q s3cr3t-t0ken '$WORK/log'"
 MPORT=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$WORK/log")
 check "--metrics-listen: its port announced" test -n "$MPORT"

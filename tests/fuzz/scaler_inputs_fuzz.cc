@@ -1,15 +1,17 @@
 // libFuzzer target: `tessera scaler`'s untrusted inputs and its policy. Prometheus answers
-// (ParsePromResponse, under any HTTP status) and scaler configs (DecodeScalerConfig) return a
-// value or a Status for any input, never crash or hang; what they accept keeps its documented
-// promises (a value is a finite number; every decoded service's policy validates). Then the
-// policy itself, on signals decoded from the same bytes, keeps its own: the decision stays
-// within [minReplicas, maxReplicas], and on missing or stale data it neither lowers the count
-// nor goes to zero.
+// (ParsePromResponse and ParsePromRangeResponse, under any HTTP status) and scaler configs
+// (DecodeScalerConfig) return a value or a Status for any input, never crash or hang; what they
+// accept keeps its documented promises (a value is a finite number; every decoded service's policy
+// validates). Then the policy itself, on signals decoded from the same bytes, keeps its own: the
+// decision stays within [minReplicas, maxReplicas], and on missing or stale data it neither lowers
+// the count nor goes to zero.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "adapters/keda/scaler_config.h"
@@ -103,6 +105,13 @@ void DrivePolicy(const uint8_t* data, size_t size) {
     }
     if (d.reason.empty()) __builtin_trap();
   }
+  // A history merged into itself (a replay of what the live state saw) changes nothing.
+  const AutoscaleState same = state;
+  tessera::autoscale::MergeHistory(p, same, state);
+  if (state.load_by_minute != same.load_by_minute || state.first_minute != same.first_minute ||
+      state.last_minute != same.last_minute) {
+    __builtin_trap();
+  }
 }
 
 }  // namespace
@@ -113,6 +122,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   long status = size > 0 ? (data[0] % 2 == 0 ? 200 : 400 + data[0] % 200) : 200;
   absl::StatusOr<PromValue> v = ParsePromResponse(status, text);
   if (v.ok() && !v->empty && !std::isfinite(v->value)) __builtin_trap();
+  // A range query's answer: `count` steps or an error, whatever the body.
+  const int64_t count = size > 1 ? data[1] % 64 : 0;
+  absl::StatusOr<std::vector<std::optional<double>>> range =
+      ParsePromRangeResponse(status, text, absl::FromUnixSeconds(1000), absl::Seconds(10), count);
+  if (range.ok() && static_cast<int64_t>(range->size()) != count) __builtin_trap();
   absl::StatusOr<ScalerConfig> c = DecodeScalerConfig("fuzz.yaml", text);
   if (c.ok()) {
     for (const ServiceConfig& s : c->services) {

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -20,7 +22,7 @@ Scaler::Scaler(ScalerConfig config, MetricSource& source, const Clock& clock, Lo
     : config_(std::move(config)), source_(source), clock_(clock), log_(std::move(log)) {
   absl::MutexLock lock(&mu_);
   for (const ServiceConfig& s : config_.services) {
-    services_[s.name].view.reason = "no poll yet";
+    services_[s.name].shown.view.reason = "no poll yet";
   }
 }
 
@@ -47,12 +49,12 @@ autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero, std
   return autoscale::Sample::At(v->value, at);
 }
 
-void Scaler::PollOnce() {
+void Scaler::ForEachService(const std::function<std::string(const ServiceConfig&)>& fn) {
   const size_t n = config_.services.size();
-  std::vector<std::string> lines(n);  // logged in config order, whichever thread polled
+  std::vector<std::string> lines(n);
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) lines[i] = PollService(config_.services[i]);
+    for (size_t i; (i = next.fetch_add(1)) < n;) lines[i] = fn(config_.services[i]);
   };
   std::vector<std::thread> helpers;
   const size_t threads = std::min<size_t>(n, static_cast<size_t>(config_.poll_concurrency));
@@ -60,53 +62,147 @@ void Scaler::PollOnce() {
   work();
   for (std::thread& t : helpers) t.join();
   if (log_) {
+    absl::MutexLock lock(&log_mu_);
     for (const std::string& line : lines) {
       if (!line.empty()) log_(line);
     }
   }
 }
 
-std::string Scaler::PollService(const ServiceConfig& cfg) {
-  std::string problems;
-  int64_t failures = 0;
-  auto read = [&](const std::string& query, bool empty_is_zero) {
-    return Read(query, empty_is_zero, &problems, &failures);
-  };
+void Scaler::PollOnce() {
+  ForEachService([this](const ServiceConfig& cfg) { return PollService(cfg); });
+}
+
+namespace {
+
+// Minutes of load history `state` holds for the recurring-load rule.
+int64_t HistoryMinutes(const autoscale::AutoscaleState& state) {
+  return state.load_by_minute.empty() ? 0 : state.last_minute - state.first_minute + 1;
+}
+
+// The service's signals as the policy takes them, each query answered by `read(query,
+// empty_is_zero)` (a sample, or absent when it failed or found no series where one is needed):
+// the same for a poll and for a replay of Prometheus' history.
+template <typename Read>
+autoscale::Signals ReadSignals(const ServiceConfig& cfg, absl::Time now, const Read& read) {
   autoscale::Signals s;
   s.ready = read(cfg.ready_query, /*empty_is_zero=*/false);
   // With no replica up, the servers' series are absent, which means nothing is queued there.
-  bool none_up = s.ready.present && s.ready.value == 0;
+  const bool none_up = s.ready.present && s.ready.value == 0;
   // At zero the servers' queue is gone with them: the gateway's, where configured, stands in.
   s.waiting = none_up && !cfg.activation_query.empty()
                   ? read(cfg.activation_query, /*empty_is_zero=*/true)
                   : read(cfg.queue_query, none_up);
-  s.running = cfg.running_query.empty() ? autoscale::Sample::At(0, clock_.Now())
-                                        : read(cfg.running_query, none_up);
+  s.running =
+      cfg.running_query.empty() ? autoscale::Sample::At(0, now) : read(cfg.running_query, none_up);
   if (!cfg.utilization_query.empty()) {
     s.utilization = read(cfg.utilization_query, false);
     if (none_up) s.utilization = {};
   }
   if (!cfg.throughput_query.empty()) s.throughput = read(cfg.throughput_query, true);
   if (!cfg.starting_query.empty()) s.starting = read(cfg.starting_query, true);
+  return s;
+}
+
+}  // namespace
+
+std::string Scaler::PollService(const ServiceConfig& cfg) {
+  std::string problems;
+  int64_t failures = 0;
+  const autoscale::Signals s =
+      ReadSignals(cfg, clock_.Now(), [&](const std::string& query, bool empty_is_zero) {
+        return Read(query, empty_is_zero, &problems, &failures);
+      });
   absl::Time now = clock_.Now();
   absl::MutexLock lock(&mu_);
   Service& svc = services_[cfg.name];
   autoscale::Decision d = autoscale::DecideReplicas(cfg.policy, s, svc.state, now);
-  const bool first = svc.polls == 0;
-  const bool changed = first || d.replicas != svc.view.replicas || d.data_ok != svc.view.data_ok;
-  const int before = svc.view.replicas;
-  svc.view.replicas = d.replicas;
-  svc.view.reason = problems.empty() ? d.reason : absl::StrCat(d.reason, " [", problems, "]");
-  svc.view.decided_at = now;
-  svc.view.data_ok = d.data_ok;
-  svc.last = s;
-  ++svc.polls;
-  svc.polls_without_data += d.data_ok ? 0 : 1;
-  svc.query_failures += failures;
+  const bool first = svc.shown.polls == 0;
+  const bool changed =
+      first || d.replicas != svc.shown.view.replicas || d.data_ok != svc.shown.view.data_ok;
+  const int before = svc.shown.view.replicas;
+  svc.shown.view.replicas = d.replicas;
+  svc.shown.view.reason = problems.empty() ? d.reason : absl::StrCat(d.reason, " [", problems, "]");
+  svc.shown.view.decided_at = now;
+  svc.shown.view.data_ok = d.data_ok;
+  svc.shown.last = s;
+  ++svc.shown.polls;
+  svc.shown.polls_without_data += d.data_ok ? 0 : 1;
+  svc.shown.query_failures += failures;
+  svc.shown.history_minutes = HistoryMinutes(svc.state);
   if (!changed) return "";
   return absl::StrCat(cfg.name, ": ", d.replicas, " replicas",
                       !first && before != d.replicas ? absl::StrCat(" (was ", before, ")") : "",
-                      d.data_ok ? "" : ", data missing", ": ", svc.view.reason);
+                      d.data_ok ? "" : ", data missing", ": ", svc.shown.view.reason);
+}
+
+void Scaler::Backfill(const std::atomic<bool>* stop) {
+  ForEachService([&](const ServiceConfig& cfg) { return BackfillService(cfg, stop); });
+}
+
+std::string Scaler::BackfillService(const ServiceConfig& cfg, const std::atomic<bool>* stop) {
+  const absl::Duration span = autoscale::HistoryToRebuild(cfg.policy);
+  const absl::Duration step = config_.poll_interval;
+  // Steps at the poll interval up to the one before now: the live polls take it from there.
+  absl::Duration rest;
+  const int64_t count = absl::IDivDuration(span, step, &rest);
+  const absl::Time start = clock_.Now() - count * step;
+  auto failed = [&](absl::string_view why) {
+    return absl::StrCat(cfg.name, ": history not rebuilt (", why, "); it builds up from now");
+  };
+  // A chunk of steps at a time, each query's answer replayed and let go (a month at 5 s
+  // steps would otherwise hold millions of points per query).
+  autoscale::AutoscaleState past;
+  int64_t with_data = 0;
+  absl::Time first = absl::InfiniteFuture();
+  for (int64_t done = 0; done < count;) {
+    const int64_t n = std::min(count - done, PromClient::kMaxRangePoints);
+    std::map<std::string, PromSeries> series;
+    for (const std::string* query :
+         {&cfg.ready_query, &cfg.starting_query, &cfg.queue_query, &cfg.activation_query,
+          &cfg.running_query, &cfg.utilization_query, &cfg.throughput_query}) {
+      if (query->empty() || series.count(*query) > 0) continue;
+      if (stop != nullptr && stop->load()) return "";
+      absl::StatusOr<PromSeries> got = source_.QueryRange(*query, start + done * step, step, n);
+      if (!got.ok()) return failed(absl::StrCat(*query, ": ", got.status().message()));
+      if (static_cast<int64_t>(got->points.size()) != n) {
+        return failed(absl::StrCat(*query, ": ", got->points.size(), " steps for ", n));
+      }
+      series.emplace(*query, *std::move(got));
+    }
+    // At the times Prometheus answered for (kept to its milliseconds).
+    const PromSeries& any = series.begin()->second;
+    first = std::min(first, any.start);
+    for (int64_t k = 0; k < n; ++k) {
+      const absl::Time t = any.start + k * any.step;
+      const autoscale::Signals s =
+          ReadSignals(cfg, t, [&](const std::string& query, bool empty_is_zero) {
+            const std::optional<double>& p = series.at(query).points[static_cast<size_t>(k)];
+            if (!p.has_value()) {
+              return empty_is_zero ? autoscale::Sample::At(0, t) : autoscale::Sample{};
+            }
+            if (!std::isfinite(*p)) return autoscale::Sample{};  // as the instant query fails
+            return autoscale::Sample::At(*p, t);
+          });
+      with_data += autoscale::DecideReplicas(cfg.policy, s, past, t).data_ok ? 1 : 0;
+    }
+    done += n;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    Service& svc = services_[cfg.name];
+    autoscale::MergeHistory(cfg.policy, past, svc.state);
+    svc.shown.history_minutes = HistoryMinutes(svc.state);
+  }
+  return absl::StrFormat(
+      "%s: history rebuilt from Prometheus: %s from %s at %s steps, %.1f%% of them with the "
+      "service's signals; batch %s",
+      cfg.name, absl::FormatDuration(count * step),
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", first, absl::UTCTimeZone()),
+      absl::FormatDuration(step), count > 0 ? 100.0 * with_data / count : 0.0,
+      past.batch_per_replica > 0
+          ? absl::StrFormat("%.0f requests per replica", past.batch_per_replica)
+          : std::string("not seen (no request waited while replicas ran)"));
 }
 
 void Scaler::CountRpc(const std::string& method, const std::string& code) {
@@ -145,11 +241,11 @@ std::string Scaler::MetricsText() const {
     absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
   };
   // A snapshot, so that formatting holds no lock.
-  std::map<std::string, Service> services;
+  std::map<std::string, Shown> services;
   std::map<std::pair<std::string, std::string>, int64_t> rpcs;
   {
     absl::MutexLock lock(&mu_);
-    services = services_;
+    for (const auto& [name, svc] : services_) services.emplace(name, svc.shown);
     rpcs = rpcs_;
   }
   const absl::Time now = clock_.Now();
@@ -157,7 +253,7 @@ std::string Scaler::MetricsText() const {
   auto per_service = [&](const char* name, const char* type, const char* help, auto value) {
     family(name, type, help);
     for (const ServiceConfig& cfg : config_.services) {
-      const Service& svc = services.at(cfg.name);
+      const Shown& svc = services.at(cfg.name);
       if (svc.polls == 0) continue;
       absl::StrAppend(&out, name, "{service=\"", LabelValue(cfg.name), "\"} ", value(cfg, svc),
                       "\n");
@@ -165,37 +261,41 @@ std::string Scaler::MetricsText() const {
   };
   per_service("tessera_scaler_desired_replicas", "gauge",
               "The replica count served to KEDA (the last decision).",
-              [](const ServiceConfig&, const Service& s) { return s.view.replicas; });
+              [](const ServiceConfig&, const Shown& s) { return s.view.replicas; });
   per_service("tessera_scaler_min_replicas", "gauge", "The service's minReplicas (its floor).",
-              [](const ServiceConfig& c, const Service&) { return c.policy.min_replicas; });
+              [](const ServiceConfig& c, const Shown&) { return c.policy.min_replicas; });
   per_service("tessera_scaler_max_replicas", "gauge",
               "The service's maxReplicas: a decision held here means demand is capped.",
-              [](const ServiceConfig& c, const Service&) { return c.policy.max_replicas; });
-  per_service("tessera_scaler_fresh", "gauge",
-              "1 when the decision rests on fresh data (GetMetrics answers it), 0 when held on "
-              "missing or stale data (GetMetrics is UNAVAILABLE, KEDA's fallback applies).",
-              [&](const ServiceConfig& cfg, const Service& s) {
-                return FreshAt(s.view, cfg, now) ? 1 : 0;
-              });
+              [](const ServiceConfig& c, const Shown&) { return c.policy.max_replicas; });
+  per_service(
+      "tessera_scaler_fresh", "gauge",
+      "1 when the decision rests on fresh data (GetMetrics answers it), 0 when held on "
+      "missing or stale data (GetMetrics is UNAVAILABLE, KEDA's fallback applies).",
+      [&](const ServiceConfig& cfg, const Shown& s) { return FreshAt(s.view, cfg, now) ? 1 : 0; });
   per_service("tessera_scaler_last_poll_timestamp_seconds", "gauge",
               "When the service's queries were last run (Unix time).",
-              [](const ServiceConfig&, const Service& s) {
+              [](const ServiceConfig&, const Shown& s) {
                 return absl::StrFormat("%.3f", absl::ToUnixMillis(s.view.decided_at) / 1e3);
               });
+  per_service("tessera_scaler_load_history_minutes", "gauge",
+              "Minutes of load history the recurring-load rule holds (from the live polls and, "
+              "after a start, rebuilt from Prometheus); it acts once it holds seasonalRepeats "
+              "periods.",
+              [](const ServiceConfig&, const Shown& s) { return s.history_minutes; });
   per_service("tessera_scaler_polls_total", "counter", "Polls of the service's queries.",
-              [](const ServiceConfig&, const Service& s) { return s.polls; });
+              [](const ServiceConfig&, const Shown& s) { return s.polls; });
   per_service("tessera_scaler_polls_without_data_total", "counter",
               "Polls whose decision was held for lack of fresh data.",
-              [](const ServiceConfig&, const Service& s) { return s.polls_without_data; });
+              [](const ServiceConfig&, const Shown& s) { return s.polls_without_data; });
   per_service("tessera_scaler_query_failures_total", "counter",
               "Queries that failed (unreachable, timeout, HTTP or PromQL error, NaN) or found "
               "no series where one is needed.",
-              [](const ServiceConfig&, const Service& s) { return s.query_failures; });
+              [](const ServiceConfig&, const Shown& s) { return s.query_failures; });
   family("tessera_scaler_signal", "gauge",
          "The signals of the last poll, as the policy read them (absent when not read or "
          "missing).");
   for (const ServiceConfig& cfg : config_.services) {
-    const Service& svc = services.at(cfg.name);
+    const Shown& svc = services.at(cfg.name);
     const autoscale::Signals& s = svc.last;
     for (auto [signal, sample] : {std::pair{"waiting", &s.waiting},
                                   {"running", &s.running},
@@ -226,7 +326,7 @@ absl::StatusOr<ScalerView> Scaler::View(const std::string& service) const {
                      "\" is not in the scaler's config (known: ", config_.ServiceNames(), ")"));
   }
   absl::MutexLock lock(&mu_);
-  ScalerView v = services_.at(service).view;
+  ScalerView v = services_.at(service).shown.view;
   v.fresh = FreshAt(v, *cfg, clock_.Now());
   return v;
 }
@@ -395,6 +495,10 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
   }
   if (bound_port != nullptr) bound_port->store(port);
+  // The services' history, rebuilt while the polls go on (a month of range queries must
+  // not keep the first decision waiting).
+  std::thread history;
+  if (cfg.backfill) history = std::thread([&scaler, stop] { scaler.Backfill(stop); });
   // Poll every interval on the scaler's clock; the first poll at once.
   // - Polls missed (a poll slower than the interval, the wall clock stepped forward) are
   //   skipped, not made up: one after a step of an hour, not 720 back to back, each querying
@@ -419,6 +523,7 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
   }
   server->Shutdown(absl::ToChronoTime(clock.Now() + absl::Seconds(2)));
   server->Wait();
+  if (history.joinable()) history.join();  // at most one range query's timeout
   return absl::OkStatus();
 }
 

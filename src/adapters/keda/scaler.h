@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -34,6 +35,13 @@ class MetricSource {
  public:
   virtual ~MetricSource() = default;
   virtual absl::StatusOr<PromValue> Query(const std::string& promql) = 0;
+  // The query evaluated at `count` steps from `start`, for the history a restarted scaler
+  // rebuilds; a source without history answers Unimplemented.
+  virtual absl::StatusOr<PromSeries> QueryRange(const std::string& promql, absl::Time start,
+                                                absl::Duration step, int64_t count) {
+    (void)promql, (void)start, (void)step, (void)count;
+    return absl::UnimplementedError("the metric source keeps no history");
+  }
 };
 
 class PromSource final : public MetricSource {
@@ -41,6 +49,10 @@ class PromSource final : public MetricSource {
   explicit PromSource(PromConfig c) : client_(std::move(c)) {}
   absl::StatusOr<PromValue> Query(const std::string& promql) override {
     return client_.Query(promql);
+  }
+  absl::StatusOr<PromSeries> QueryRange(const std::string& promql, absl::Time start,
+                                        absl::Duration step, int64_t count) override {
+    return client_.QueryRange(promql, start, step, count);
   }
 
  private:
@@ -65,6 +77,14 @@ class Scaler {
   // Queries every service's signals and decides, config().poll_concurrency services at once.
   // Called every poll interval.
   void PollOnce();
+  // Rebuilds what the policy learns from each service's past (the seasonal rule's per-minute
+  // load, the batch per replica) from Prometheus' range queries over
+  // autoscale::HistoryToRebuild before now: the service's signals at every poll interval,
+  // replayed through DecideReplicas into a state of their own (what this process would have
+  // recorded, had it run then), merged into the live state with autoscale::MergeHistory. Polls
+  // may run meanwhile. Logs a line per service; a failed query leaves that service's state as it
+  // was. Returns early once *stop is set.
+  void Backfill(const std::atomic<bool>* stop = nullptr);
   // NotFound for an unknown service.
   absl::StatusOr<ScalerView> View(const std::string& service) const;
   // Prometheus' text exposition (version 0.0.4) of what the scaler decided and saw, per
@@ -78,16 +98,28 @@ class Scaler {
   static std::string MetricName(const std::string& service) { return "tessera-" + service; }
 
  private:
-  struct Service {
-    autoscale::AutoscaleState state;
+  // What the scaler shows of a service (View, MetricsText): copied out to be formatted, without
+  // the policy's state (whose load history is up to a month of minutes).
+  struct Shown {
     ScalerView view;
     autoscale::Signals last;         // the signals of the last poll (absent ones not present)
     int64_t polls = 0;               // 0: not polled yet
     int64_t polls_without_data = 0;  // decided without fresh data (held)
     int64_t query_failures = 0;      // a query failed or found no series where one is needed
+    int64_t history_minutes = 0;     // minutes of load history the policy's state holds
+  };
+  struct Service {
+    autoscale::AutoscaleState state;
+    Shown shown;
   };
   // One service's queries and decision; its log line if the decision changed, else "".
   std::string PollService(const ServiceConfig& cfg);
+  // One service's backfill; its log line ("" when stopped).
+  std::string BackfillService(const ServiceConfig& cfg, const std::atomic<bool>* stop);
+  // Runs `fn` for every service, config().poll_concurrency at once, then logs the lines it
+  // returned (in config order, whichever thread ran them; "" logs nothing). The log sink is
+  // called under log_mu_: polls and the backfill log from their own threads.
+  void ForEachService(const std::function<std::string(const ServiceConfig&)>& fn);
   // A decision GetMetrics may answer: made on fresh data, and not older than staleAfter.
   static bool FreshAt(const ScalerView& v, const ServiceConfig& cfg, absl::Time now);
   // Counts into *failures a query that gives no sample.
@@ -98,6 +130,7 @@ class Scaler {
   MetricSource& source_;
   const Clock& clock_;
   LogSink log_;
+  absl::Mutex log_mu_;
   mutable absl::Mutex mu_;
   std::map<std::string, Service> services_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, int64_t> rpcs_ ABSL_GUARDED_BY(mu_);

@@ -34,6 +34,13 @@ absl::StatusOr<int> ReadInt(const Field& f, int64_t min, int64_t max, int dflt) 
   return static_cast<int>(v.value_or(dflt));
 }
 
+// true or false.
+absl::StatusOr<bool> ReadBool(const Field& f, bool dflt) {
+  TESSERA_ASSIGN_OR_RETURN(std::string text, f.StringOr(dflt ? "true" : "false"));
+  if (text != "true" && text != "false") return f.Error("expected true or false");
+  return text == "true";
+}
+
 // An HTTP header name is an RFC 9110 token.
 bool HeaderName(const std::string& name) {
   if (name.empty()) return false;
@@ -93,11 +100,8 @@ absl::Status ReadPrometheusAccess(const Field& prom, ScalerConfig& c) {
     if (t.client_cert_file.empty() != t.client_key_file.empty()) {
       return tls.Error("certFile and keyFile go together (a client certificate and its key)");
     }
-    TESSERA_ASSIGN_OR_RETURN(std::string insecure, tls.Get("insecureSkipVerify").StringOr("false"));
-    if (insecure != "true" && insecure != "false") {
-      return tls.Get("insecureSkipVerify").Error("expected true or false");
-    }
-    t.insecure_skip_verify = insecure == "true";
+    TESSERA_ASSIGN_OR_RETURN(t.insecure_skip_verify,
+                             ReadBool(tls.Get("insecureSkipVerify"), false));
   }
   return absl::OkStatus();
 }
@@ -156,8 +160,9 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
   ScalerConfig c;
   Field prom = doc.Get("prometheus");
   TESSERA_RETURN_IF_ERROR(prom.RequireMap());
-  TESSERA_RETURN_IF_ERROR(prom.OnlyKeys({"url", "timeout", "pollInterval", "concurrency",
-                                         "bearerTokenFile", "basicAuth", "headers", "tls"}));
+  TESSERA_RETURN_IF_ERROR(
+      prom.OnlyKeys({"url", "timeout", "pollInterval", "concurrency", "backfill", "backfillTimeout",
+                     "bearerTokenFile", "basicAuth", "headers", "tls"}));
   std::string& url = c.prometheus.url;
   TESSERA_ASSIGN_OR_RETURN(url, prom.Get("url").String());
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
@@ -185,6 +190,13 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
   c.prometheus.timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
   TESSERA_ASSIGN_OR_RETURN(c.poll_concurrency,
                            ReadInt(prom.Get("concurrency"), 1, 64, c.poll_concurrency));
+  TESSERA_ASSIGN_OR_RETURN(c.backfill, ReadBool(prom.Get("backfill"), c.backfill));
+  TESSERA_ASSIGN_OR_RETURN(absl::Duration backfill_timeout,
+                           ReadDuration(prom.Get("backfillTimeout"), absl::Seconds(30)));
+  if (backfill_timeout <= absl::ZeroDuration() || backfill_timeout > absl::Minutes(10)) {
+    return prom.Get("backfillTimeout").Error("expected above 0 and at most 10m");
+  }
+  c.prometheus.range_timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(backfill_timeout));
   TESSERA_RETURN_IF_ERROR(ReadPrometheusAccess(prom, c));
   if (Field tls = doc.Get("tls"); tls.present()) {
     TESSERA_RETURN_IF_ERROR(tls.RequireMap());

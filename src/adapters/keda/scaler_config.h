@@ -38,6 +38,10 @@ struct ScalerConfig {
   // Services polled at once (each asks its queries in turn), so at most this many queries are in
   // flight: a poll of many services takes about services / concurrency times one service's.
   int poll_concurrency = 8;
+  // On start, rebuild what the policy learns from the services' past (recurring load, batch per
+  // replica) from Prometheus' range queries
+  // (Scaler::Backfill); each request waits at most prometheus.range_timeout_ms.
+  bool backfill = true;
   std::string tls_cert_file;  // server certificate (PEM); with tls_key_file enables TLS
   std::string tls_key_file;
   std::string tls_client_ca_file;  // optional: require client certificates signed by it

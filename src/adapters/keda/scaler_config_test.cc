@@ -123,6 +123,28 @@ TEST(ScalerConfig, PollIntervalAndTimeoutBounds) {
       HasSubstr("timeout: expected above 0"));
 }
 
+TEST(ScalerConfig, BackfillIsOnByDefaultAndItsTimeoutBounded) {
+  absl::StatusOr<ScalerConfig> c = WithPrometheus("prometheus: {url: 'http://p:9090'}\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->backfill);
+  EXPECT_EQ(c->prometheus.range_timeout_ms, 30000);
+  c = WithPrometheus("prometheus: {url: 'http://p:9090', backfill: false, backfillTimeout: 2m}\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->backfill);
+  EXPECT_EQ(c->prometheus.range_timeout_ms, 120000);
+  EXPECT_THAT(
+      WithPrometheus("prometheus: {url: 'http://p:9090', backfill: yes}\n").status().message(),
+      HasSubstr("prometheus.backfill: expected true or false"));
+  EXPECT_THAT(WithPrometheus("prometheus: {url: 'http://p:9090', backfillTimeout: 0s}\n")
+                  .status()
+                  .message(),
+              HasSubstr("backfillTimeout: expected above 0 and at most 10m"));
+  EXPECT_THAT(WithPrometheus("prometheus: {url: 'http://p:9090', backfillTimeout: 1h}\n")
+                  .status()
+                  .message(),
+              HasSubstr("backfillTimeout: expected above 0 and at most 10m"));
+}
+
 TEST(ScalerConfig, PrometheusBehindAuthenticationAndTls) {
   absl::StatusOr<ScalerConfig> c = WithPrometheus(R"(prometheus:
   url: https://thanos-querier.openshift-monitoring.svc:9091

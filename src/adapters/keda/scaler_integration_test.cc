@@ -2,7 +2,9 @@
 // exporter (in this process) whose queue-depth series the test controls; a gRPC client speaks
 // KEDA's external-scaler protocol to the scaler, through scale-up, scale-down, scale-to-zero and
 // back; then Prometheus is stopped (the scaler must hold: IsActive true, GetMetrics
-// UNAVAILABLE) and restarted (it must recover).
+// UNAVAILABLE) and restarted (it must recover). And a scaler started with three hours of an
+// hourly job already in Prometheus (written as TSDB blocks by Debian's promtool) rebuilds its
+// history from range queries and starts the job's replicas ahead of it.
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 #include <signal.h>
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +23,7 @@
 #include "adapters/keda/test_scaler_server.h"
 #include "adapters/net/free_port.h"
 #include "externalscaler.grpc.pb.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace tessera::adapters {
@@ -286,6 +290,106 @@ services:
 
   absl::Status stopped = served.Stop();
   EXPECT_TRUE(stopped.ok()) << stopped;
+  prom.Stop();
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(ScalerIntegration, RebuildsTheRecurringLoadFromPrometheusRangeQueriesOnStart) {
+  char tmpl[] = "/tmp/tessera-scaler-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  // The scaler "starts" at `now`, 20 s into a minute (a simulated clock, so that where the job
+  // falls does not hang on how long Prometheus takes to start): in each of the three hours
+  // before, a job ran from two minutes past this minute for ten minutes (200 requests on 10
+  // replicas; else 2 on one), scraped every 15 s on the minute up to a minute ago.
+  const absl::Time minute = absl::FromUnixSeconds(absl::ToUnixSeconds(RealClock().Now()) / 60 * 60);
+  const absl::Time now = minute + absl::Seconds(20);
+  auto job = [&](absl::Time t) {
+    for (int h = 1; h <= 3; ++h) {
+      const absl::Time from = minute + absl::Minutes(2) - absl::Hours(h);
+      if (t >= from && t < from + absl::Minutes(10)) return true;
+    }
+    return false;
+  };
+  std::string om;
+  for (auto [series, busy, idle] :
+       {std::tuple{"vllm:num_requests_waiting{model_name=\"job\"}", 0, 0},
+        {"vllm:num_requests_running{model_name=\"job\"}", 200, 2},
+        {"kube_deployment_status_replicas_available{namespace=\"default\",deployment=\"job\"}", 10,
+         1}}) {
+    for (absl::Time t = minute - absl::Hours(3) - absl::Minutes(10); t < now - absl::Minutes(1);
+         t += absl::Seconds(15)) {
+      absl::StrAppend(&om, series, " ", job(t) ? busy : idle, " ", absl::ToUnixSeconds(t), "\n");
+    }
+  }
+  om += "# EOF\n";
+  std::ofstream(dir + "/history.om") << om;
+  const std::string promtool =
+      absl::StrCat("promtool tsdb create-blocks-from openmetrics ", dir, "/history.om ", dir,
+                   "/data > ", dir, "/promtool.log 2>&1");
+  ASSERT_EQ(std::system(promtool.c_str()), 0) << promtool;
+
+  Exporter exporter;  // scraped, but not for these series
+  Prometheus prom(dir, exporter.port());
+  prom.Start();
+  ASSERT_TRUE(Eventually([&] { return prom.Ready(); }, 30)) << prom.log();
+
+  absl::StatusOr<ScalerConfig> config = DecodeScalerConfig(
+      "scaler.yaml", absl::StrCat(R"(apiVersion: tessera.io/v1alpha1
+kind: ScalerConfig
+prometheus: {url: "http://127.0.0.1:)",
+                                  prom.port(), R"(", timeout: 2s, pollInterval: 1s}
+services:
+  - name: job
+    server: vllm
+    model: job
+    deployment: job
+    startingQuery: ""
+    utilizationQuery: ""
+    seasonalPeriods: [1h]
+    coldStart: 60s
+)"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  PromSource source(config->prometheus);
+  SimulatedClock clock(now);
+  std::mutex mu;
+  std::vector<std::string> log;
+  Scaler scaler(*config, source, clock, [&](const std::string& line) {
+    std::lock_guard<std::mutex> l(mu);
+    log.push_back(line);
+  });
+  // Before the history: one replica for the two running.
+  scaler.PollOnce();
+  EXPECT_EQ(scaler.View("job")->replicas, 1) << scaler.View("job")->reason;
+
+  // Served: the history is rebuilt beside the polls, and the job's replicas start: 200 on 10
+  // replicas is 20 each, plus the queue target 4 -> 8.3 busy, over the 0.75 target -> 12 (the
+  // first step from 1 is to 5; the clock stands still, so the steps go on from there).
+  testing::ServedScaler served(scaler);
+  ASSERT_GT(served.port(), 0);
+  KedaClient keda(served.port());
+  double replicas = 0;
+  ASSERT_TRUE(Eventually([&] { return keda.Metrics("job", &replicas).ok() && replicas >= 5; }, 30))
+      << scaler.View("job")->reason << "\n"
+      <<
+      [&] {
+        std::lock_guard<std::mutex> l(mu);
+        return ::testing::PrintToString(log);
+      }()
+      << "\n"
+      << prom.log();
+  EXPECT_THAT(scaler.View("job")->reason,
+              ::testing::HasSubstr("recurring: 8.3 replicas busy within 2m of this time in each "
+                                   "of the last 3 periods of 1h"));
+  ASSERT_TRUE(served.Stop().ok());
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_THAT(log, ::testing::Contains(
+                         ::testing::HasSubstr("job: history rebuilt from Prometheus: 24h from ")))
+        << ::testing::PrintToString(log);
+  }
+  // The whole ring: three hours, the lead and a minute.
+  EXPECT_THAT(scaler.MetricsText(),
+              ::testing::HasSubstr("tessera_scaler_load_history_minutes{service=\"job\"} 183\n"));
   prom.Stop();
   std::system(("rm -rf " + dir).c_str());
 }

@@ -425,5 +425,138 @@ TEST(Scaler, MetricsShowDecisionsSignalsMissingDataAndRpcs) {
   EXPECT_GE(samples, 20);  // 8 families x 2 services, 1 signal, 3 RPC counts
 }
 
+// A service with a batch job from minute 30 to 39 of every hour (200 running on 10 replicas and
+// 40 waiting; else 2 running on one), as Prometheus holds it: instant queries at the clock's time,
+// range queries at each step asked for. Records the range requests; `fail_range` fails those of one
+// query.
+class HourlyJobSource final : public MetricSource {
+ public:
+  explicit HourlyJobSource(const Clock& clock) : clock_(clock) {}
+  static double Value(const std::string& promql, absl::Time t) {
+    const int64_t minute = absl::ToUnixSeconds(t) / 60 % 60;
+    const bool job = minute >= 30 && minute < 40;
+    if (promql == "ready") return job ? 10 : 1;
+    if (promql == "running") return job ? 200 : 2;
+    if (promql == "waiting") return job ? 40 : 0;
+    return 0;  // anything else (flat's queries)
+  }
+  absl::StatusOr<PromValue> Query(const std::string& promql) override {
+    PromValue v;
+    v.sampled = clock_.Now();
+    v.value = Value(promql, v.sampled);
+    return v;
+  }
+  absl::StatusOr<PromSeries> QueryRange(const std::string& promql, absl::Time start,
+                                        absl::Duration step, int64_t count) override {
+    std::lock_guard<std::mutex> l(mu);
+    ranges.push_back({promql, start, step, count});
+    if (promql == fail_range) return absl::UnavailableError("query_range: no store answered");
+    PromSeries out{start, step, {}};
+    for (int64_t k = 0; k < count; ++k) out.points.push_back(Value(promql, start + k * step));
+    return out;
+  }
+  struct Range {
+    std::string query;
+    absl::Time start;
+    absl::Duration step;
+    int64_t count;
+  };
+  std::mutex mu;
+  std::vector<Range> ranges;
+  std::string fail_range;
+
+ private:
+  const Clock& clock_;
+};
+
+TEST(Scaler, ARestartedScalerRebuildsTheRecurringLoadFromPrometheus) {
+  absl::StatusOr<ScalerConfig> config = ConfigWith(
+      "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready}\n"
+      "  - {name: flat, queueQuery: flat-waiting, runningQuery: flat-running, readyQuery: "
+      "flat-ready,\n"
+      "     seasonalPeriods: []}\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  // Started at 12:27: the job comes at 12:30.
+  const absl::Time started =
+      absl::FromUnixSeconds(1764700000 / 3600 * 3600) + absl::Hours(12) + absl::Minutes(27);
+  auto run = [&](HourlyJobSource& prom, SimulatedClock& clock, std::vector<std::string>& log,
+                 bool backfill) {
+    Scaler scaler(*config, prom, clock, [&](const std::string& line) { log.push_back(line); });
+    scaler.PollOnce();  // the first poll may come before the history
+    if (backfill) scaler.Backfill();
+    std::string reason;
+    int replicas = 0;
+    for (int i = 0; i < 35; ++i) {  // polls up to 12:29:55
+      clock.Advance(absl::Seconds(5));
+      scaler.PollOnce();
+      reason = scaler.View("chat")->reason;
+      replicas = scaler.View("chat")->replicas;
+    }
+    return std::tuple{replicas, reason, scaler.MetricsText()};
+  };
+
+  SimulatedClock clock(started);
+  HourlyJobSource prom(clock);
+  std::vector<std::string> log;
+  auto [replicas, reason, metrics] = run(prom, clock, log, true);
+  // 40 waiting and 200 running on 10 replicas: a batch of 20 each, plus the queue target of 4 ->
+  // 10 busy replicas, sized to the 0.75 target -> 14, two minutes ahead (within the scale-up
+  // steps: 1 -> 5 -> 10 -> 14).
+  EXPECT_THAT(reason, HasSubstr("recurring: 10.0 replicas busy within 2m of this time in each of "
+                                "the last 3 periods of 1h"));
+  EXPECT_EQ(replicas, 14) << reason;
+  EXPECT_THAT(log,
+              ::testing::Contains(HasSubstr("chat: history rebuilt from Prometheus: 72h3m from ")));
+  EXPECT_THAT(log, ::testing::Contains(HasSubstr("at 5s steps, 100.0% of them with the service's "
+                                                 "signals; batch 20 requests per replica")));
+  // Without the seasonal rule, the last day (for the batch, which flat never shows).
+  EXPECT_THAT(log,
+              ::testing::Contains(HasSubstr("flat: history rebuilt from Prometheus: 24h from ")));
+  EXPECT_THAT(log, ::testing::Contains(HasSubstr("batch not seen")));
+  // The whole ring: 72 hours, the lead and a minute.
+  EXPECT_THAT(metrics, HasSubstr("\ntessera_scaler_load_history_minutes{service=\"chat\"} 4323\n"));
+  // The range asked for: every query of each service (with the utilisation and starting queries
+  // that default from its name), at the poll interval, in requests Prometheus accepts, ending at
+  // the step before the scaler started: 72 h 3 min for chat, a day for flat.
+  std::map<std::string, int64_t> steps;
+  auto span = [](const std::string& query) {
+    return absl::StrContains(query, "flat") ? 24 * 720 : 72 * 720 + 36;
+  };
+  for (const HourlyJobSource::Range& r : prom.ranges) {
+    EXPECT_EQ(r.step, absl::Seconds(5));
+    EXPECT_LE(r.count, PromClient::kMaxRangePoints);
+    EXPECT_EQ(r.start, started - (span(r.query) - steps[r.query]) * absl::Seconds(5)) << r.query;
+    steps[r.query] += r.count;
+  }
+  EXPECT_EQ(steps.size(), 10u);
+  for (const char* query : {"ready", "running", "waiting", "flat-ready"}) {
+    EXPECT_EQ(steps[query], span(query)) << query;
+  }
+  for (const auto& [query, n] : steps) EXPECT_EQ(n, span(query)) << query;
+
+  // Without it (a source that keeps no history, or one that fails), the job meets one replica.
+  for (const std::string& fail : {std::string("running"), std::string("none")}) {
+    SimulatedClock again(started);
+    HourlyJobSource failing(again);
+    failing.fail_range = fail;
+    std::vector<std::string> lines;
+    auto [n, why, text] = run(failing, again, lines, fail != "none");
+    EXPECT_EQ(n, 1) << why;
+    EXPECT_THAT(why, Not(HasSubstr("recurring")));
+    EXPECT_THAT(text, HasSubstr("\ntessera_scaler_load_history_minutes{service=\"chat\"} 3\n"));
+    if (fail == "running") {
+      EXPECT_THAT(lines, ::testing::Contains("chat: history not rebuilt (running: query_range: no "
+                                             "store answered); it builds up from now"));
+    }
+  }
+  ScriptedSource plain(clock);
+  std::vector<std::string> lines;
+  Scaler scaler(*config, plain, clock, [&](const std::string& line) { lines.push_back(line); });
+  scaler.Backfill();
+  EXPECT_THAT(lines, ::testing::ElementsAre(HasSubstr("chat: history not rebuilt (ready: the "
+                                                      "metric source keeps no history)"),
+                                            HasSubstr("flat: history not rebuilt")));
+}
+
 }  // namespace
 }  // namespace tessera::adapters
