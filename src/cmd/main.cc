@@ -202,6 +202,14 @@ int Main(int argc, char** argv) {
                      "prometheus.pollInterval), each decision stepping from its previous one and "
                      "HPA applying the latest at its 15 s sync (default: one decision per sync, "
                      "from the replicas there; with --config, the config's pollInterval)");
+  sim_as->add_option("--scaler-restarts", simf.scaler_restarts,
+                     "tessera's scaler restarted this often (rollouts, evictions): its state "
+                     "starts afresh from the replicas there (default: never)");
+  sim_as->add_option("--scaler-backfill", simf.scaler_backfill,
+                     "With --scaler-restarts: on (default; with --config its "
+                     "prometheus.backfill) keeps what the policy learned from the past (recurring "
+                     "load, batch per replica), as the scaler rebuilds it from Prometheus on "
+                     "start; off loses it");
   sim_as->add_option("--seasonal-periods", simf.seasonal_periods,
                      "tessera's seasonalPeriods: comma-separated periods of recurring load to "
                      "start replicas ahead of (default 1h,24h), or none");

@@ -179,6 +179,17 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       }
     }
   }
+  absl::Duration restarts = absl::ZeroDuration();  // 0: the scaler never restarts
+  if (!f.scaler_restarts.empty()) {
+    if (!Duration("--scaler-restarts", f.scaler_restarts, &restarts, &error)) return Fail(error);
+    if (restarts < absl::Minutes(1)) {
+      return Fail(absl::StrCat("--scaler-restarts ", f.scaler_restarts,
+                               ": expected at least 1m (how often the scaler restarts)"));
+    }
+  }
+  if (!f.scaler_backfill.empty() && f.scaler_backfill != "on" && f.scaler_backfill != "off") {
+    return Fail(absl::StrCat("--scaler-backfill ", f.scaler_backfill, ": expected on or off"));
+  }
   // Waiting requests enter a batch at the end of a fluid step: a bound below one measures the
   // step, not the policy.
   const absl::Duration step = absl::Seconds(sim::SimOptions().dt_s);
@@ -204,6 +215,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   }
   // tessera's knobs from a service of a scaler config: the same policy the scaler would run.
   std::optional<adapters::ServiceConfig> configured;
+  bool backfill_configured = true;
   absl::Duration poll = absl::ZeroDuration();  // 0: tessera decides once per HPA sync
   if (!f.poll_interval.empty()) {
     if (!Duration("--poll-interval", f.poll_interval, &poll, &error)) return Fail(error);
@@ -217,7 +229,8 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
         {"--idle-timeout", &f.idle_timeout, "idleTimeout"},
         {"--scale-down-window", &f.scale_down_window, "scaleDownWindow"},
         {"--seasonal-periods", &f.seasonal_periods, "seasonalPeriods"},
-        {"--poll-interval", &f.poll_interval, "prometheus.pollInterval"}};
+        {"--poll-interval", &f.poll_interval, "prometheus.pollInterval"},
+        {"--scaler-backfill", &f.scaler_backfill, "prometheus.backfill"}};
     for (const auto& [flag, value, knob] : tessera_flags) {
       if (!value->empty()) {
         return Fail(absl::StrCat(flag, " with --config: tessera's knobs come from the config (set ",
@@ -242,6 +255,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     }
     configured = *service;
     poll = config->poll_interval;
+    backfill_configured = config->backfill;
   } else if (!f.service.empty()) {
     return Fail("--service: needs --config (the scaler config the service is read from)");
   }
@@ -342,6 +356,8 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   opt.warmup_s = absl::ToDoubleSeconds(warmup);
   opt.hpa_tolerance = f.hpa_tolerance;
   opt.scaler_poll_s = absl::ToDoubleSeconds(poll);
+  opt.scaler_restart_every_s = absl::ToDoubleSeconds(restarts);
+  opt.scaler_backfill = configured ? backfill_configured : f.scaler_backfill != "off";
   if (!requests.empty() && opt.warmup_s >= requests.back().arrival) {
     return Fail(absl::StrCat("--warmup ", f.warmup,
                              ": leaves no request to measure (the trace's last ", "arrival is at ",
@@ -401,6 +417,11 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   } else if (poll > absl::ZeroDuration()) {
     std::printf("tessera: deciding every %s, as a scaler polling at that interval\n",
                 absl::FormatDuration(poll).c_str());
+  }
+  if (restarts > absl::ZeroDuration()) {
+    std::printf("tessera: the scaler restarts every %s, its history (recurring load, batch) %s\n",
+                absl::FormatDuration(restarts).c_str(),
+                opt.scaler_backfill ? "rebuilt from Prometheus" : "lost");
   }
   std::printf("%-11s %-32s %9s %9s %6s %8s %7s %7s %7s %6s %5s\n", "policy", "params", "GPU-h",
               "busy GPU-h", "util", "SLO", "p50 s", "p99 s", ">60s", "cold", "peak");

@@ -22,6 +22,11 @@ struct SimAutoscaleFlags {
   // How often tessera decides, as a running scaler polls; "" = once per HPA sync (15 s), each
   // decision stepping from the replicas there. With --config, its prometheus.pollInterval.
   std::string poll_interval;
+  // tessera's scaler restarted this often ("" = never), its history (recurring load, batch)
+  // rebuilt on start unless `scaler_backfill` is "off" ("" = on, or with --config its
+  // prometheus.backfill).
+  std::string scaler_restarts;
+  std::string scaler_backfill;
   // tessera's knobs from one service of a `tessera scaler` config (kind ScalerConfig) instead of
   // the defaults and the flags above; `service` may be left out when the config has one.
   std::string config_file;

@@ -385,7 +385,18 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
     s.throughput = autoscale::Sample::At(completions_sum / kUtilWindowS, now);
     return s;
   };
+  // A scaler restarted: a fresh state, with or without the history its backfill rebuilds.
+  double next_restart = opt.scaler_restart_every_s > 0 ? opt.scaler_restart_every_s : HUGE_VAL;
+  auto restart_if_due = [&](double t) {
+    while (t >= next_restart) {
+      autoscale::AutoscaleState fresh;
+      if (opt.scaler_backfill) autoscale::MergeHistory(spec.tessera, tstate, fresh);
+      tstate = std::move(fresh);
+      next_restart += opt.scaler_restart_every_s;
+    }
+  };
   auto tessera_decide = [&](double t, int waiting, int running, int ready, int starting) {
+    restart_if_due(t);
     return autoscale::DecideReplicas(spec.tessera,
                                      tessera_signals(t, waiting, running, ready, starting), tstate,
                                      absl::FromUnixSeconds(0) + absl::Seconds(t))
@@ -525,6 +536,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
         s.running = autoscale::Sample::At(running, now);
         s.ready = autoscale::Sample::At(0, now);
         s.starting = autoscale::Sample::At(0, now);
+        restart_if_due(t);
         tstate.current = 0;
         tessera_decision = autoscale::DecideReplicas(spec.tessera, s, tstate, now).replicas;
         active = tessera_decision > 0;

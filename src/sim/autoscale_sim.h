@@ -102,6 +102,13 @@ struct SimOptions {
   // Above 0: every `scaler_poll_s`, as the running scaler polls (its prometheus.pollInterval),
   // each decision stepping from its previous one, HPA applying the latest at its sync.
   double scaler_poll_s = 0;
+  // The scaler restarted every this many seconds (rollouts, evictions; 0: never): `tessera`'s
+  // state starts afresh (from the replicas there, as after a real restart), with what the
+  // policy learned from the past (the recurring-load history, the batch per replica) kept when
+  // `scaler_backfill` (what the scaler rebuilds from Prometheus' range queries on start) or
+  // lost.
+  double scaler_restart_every_s = 0;
+  bool scaler_backfill = true;
 };
 
 // The `clairvoyant` reference: not a policy anyone can deploy (it reads the trace's future
