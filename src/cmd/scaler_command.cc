@@ -1,9 +1,11 @@
 #include "cmd/scaler_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -95,6 +97,30 @@ int Check(const std::string& file, const adapters::ScalerConfig& config) {
     std::printf("  decision    %d replica%s%s: %s\n", view->replicas,
                 view->replicas == 1 ? "" : "s", view->data_ok ? "" : " (data missing: held)",
                 view->reason.c_str());
+    // The history rebuilt on start comes from range queries, which a proxy may refuse where it
+    // allows instant ones: asked once, for the queue over the last five minutes.
+    std::string history;
+    if (!config.backfill) {
+      history = "not rebuilt on start (prometheus.backfill: false)";
+    } else {
+      const absl::Duration step = config.poll_interval;
+      const int64_t count = std::max<int64_t>(1, absl::Minutes(5) / step);
+      absl::StatusOr<adapters::PromSeries> range =
+          prom.QueryRange(svc.queue_query, clock.Now() - count * step, step, count);
+      if (!range.ok()) {
+        history = absl::StrCat("error: ", range.status().message(),
+                               " (the scaler serves, but rebuilds no history on start)");
+      } else {
+        int64_t with = 0;
+        for (const std::optional<double>& p : range->points) with += p.has_value() ? 1 : 0;
+        history = absl::StrFormat(
+            "range queries answer (the queue over the last %s: %d of %d steps with a sample); "
+            "%s rebuilt on start",
+            absl::FormatDuration(count * step), with, count,
+            absl::FormatDuration(autoscale::HistoryToRebuild(svc.policy)));
+      }
+    }
+    std::printf("  history     %s\n", history.c_str());
   }
   return all_fresh ? 0 : 2;
 }

@@ -1,25 +1,40 @@
-# A stand-in for Prometheus' instant-query API (/api/v1/query, GET or POST) for the CLI tests:
-# answers each query with the value of the first key of ANSWERS.json it contains (a vector of one
-# sample stamped now), "error" with a bad_data error body (HTTP 400), and no key with an empty
-# vector. Writes the port it listens on (127.0.0.1, any free port) to PORT_FILE.
+# A stand-in for Prometheus' query API (/api/v1/query and /api/v1/query_range, GET or POST) for
+# the CLI tests: answers each query with the value of the first key of ANSWERS.json it contains
+# (a vector of one sample stamped now, or for a range query that value at every step),
+# "error" with a bad_data error body (HTTP 400), and no key with an empty vector or matrix; a
+# key "range" set to "error" answers every range query with that error. Writes the port it
+# listens on (127.0.0.1, any free port) to PORT_FILE.
 # Usage: fake_prometheus.py ANSWERS.json PORT_FILE
 import http.server, json, sys, urllib.parse, time
 answers = json.load(open(sys.argv[1]))
 class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a): pass
-    def do_GET(self): self.answer(urllib.parse.urlparse(self.path).query)
+    def do_GET(self):
+        u = urllib.parse.urlparse(self.path); self.answer(u.path, u.query)
     def do_POST(self):
-        n = int(self.headers.get("Content-Length", 0)); self.answer(self.rfile.read(n).decode())
-    def answer(self, qs):
-        q = urllib.parse.parse_qs(qs).get("query", [""])[0]
+        n = int(self.headers.get("Content-Length", 0))
+        self.answer(urllib.parse.urlparse(self.path).path, self.rfile.read(n).decode())
+    def answer(self, path, qs):
+        params = urllib.parse.parse_qs(qs)
+        q = params.get("query", [""])[0]
+        ranged = path.endswith("/query_range")
         for key, v in answers.items():
             if key in q:
                 break
         else:
             v = None
+        if ranged and answers.get("range") == "error":
+            v = "error"
         if v == "error":
             body = {"status": "error", "errorType": "bad_data", "error": "parse error at char 5"}
             code = 400
+        elif ranged:
+            start, end, step = (float(params[k][0]) for k in ("start", "end", "step"))
+            n = int(round((end - start) / step)) + 1
+            values = [[round(start + i * step, 3), str(v)] for i in range(n)]
+            res = [] if v is None else [{"metric": {}, "values": values}]
+            body = {"status": "success", "data": {"resultType": "matrix", "result": res}}
+            code = 200
         else:
             res = [] if v is None else [{"metric": {}, "value": [time.time(), str(v)]}]
             body = {"status": "success", "data": {"resultType": "vector", "result": res}}

@@ -110,6 +110,8 @@ check "at zero the activation query is read, the queue not" \
   bash -c "grep -A1 '^  activation' '$WORK/out' | grep -q '= 3' && grep -A1 'sum(batch_queue)' '$WORK/out' | grep -q 'not read: no replica is ready'"
 check "its utilisation read but not used at zero" grep -q '^      = 0.8 (not used while no replica is ready)$' "$WORK/out"
 check "and wakes the service" grep -q '^  decision    1 replica: .*activation from zero' "$WORK/out"
+check "range queries checked for the history rebuilt on start" \
+  grep -q '^  history     range queries answer (the queue over the last 5m: 60 of 60 steps with a sample); 72h3m rebuilt on start$' "$WORK/out"
 kill "$FAKE"; wait "$FAKE" 2>/dev/null
 fake_prometheus '{"replicas_unavailable": 0, "num_requests_waiting": 9, "num_requests_running": 40,
   "batch_ready": "error"}'
@@ -121,6 +123,14 @@ check "Prometheus' error shown" grep -q '^      = error: .*parse error at char 5
 check "the decision held" grep -q '^  decision    1 replica (data missing: held): holding at 1' "$WORK/out"
 check "the activation query not read while readiness is unknown" \
   bash -c "grep -A1 '^  activation' '$WORK/out' | grep -q 'not read: it stands in for the queue only while no replica is ready'"
+kill "$FAKE"; wait "$FAKE" 2>/dev/null
+fake_prometheus '{"replicas_available": 2, "replicas_unavailable": 0, "num_requests_waiting": 9,
+  "num_requests_running": 40, "DCGM_FI_DEV_GPU_UTIL": 0.8, "request_success_total": 5,
+  "batch_ready": 0, "batch_queue": 0, "gateway_pending": 3, "range": "error"}'
+"$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
+check "range queries refused (a proxy that allows instant ones): still exit 0" test $? = 0
+check "  the history named as not rebuilt, with why" \
+  grep -q '^  history     error: Prometheus error (bad_data, HTTP 400): parse error at char 5 (the scaler serves, but rebuilds no history on start)$' "$WORK/out"
 kill "$FAKE"; wait "$FAKE" 2>/dev/null
 "$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
 check "Prometheus gone: exit 2" test $? = 2
