@@ -142,8 +142,10 @@ void Scaler::Backfill(const std::atomic<bool>* stop) {
 
 std::string Scaler::BackfillService(const ServiceConfig& cfg, const std::atomic<bool>* stop) {
   const absl::Duration span = autoscale::HistoryToRebuild(cfg.policy);
-  const absl::Duration step = config_.poll_interval;
-  // Steps at the poll interval up to the one before now: the live polls take it from there.
+  // Steps at the poll interval, but no finer than 5 s (Prometheus' samples change once per
+  // scrape; a month at 100 ms would be 27 million decisions), up to the one before now: the live
+  // polls take it from there.
+  const absl::Duration step = std::max(config_.poll_interval, absl::Seconds(5));
   absl::Duration rest;
   const int64_t count = absl::IDivDuration(span, step, &rest);
   const absl::Time start = clock_.Now() - count * step;

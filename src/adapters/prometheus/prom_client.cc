@@ -203,8 +203,7 @@ absl::StatusOr<PromSeries> PromClient::QueryRange(const std::string& promql, abs
   if (step < absl::Milliseconds(1) || count < 0 || start == absl::InfinitePast() ||
       start == absl::InfiniteFuture()) {
     return absl::InvalidArgumentError(
-        "Prometheus range query: expected a step of at least 1ms "
-        "and a finite start");
+        "Prometheus range query: expected a step of at least 1ms and a finite start");
   }
   // Prometheus keeps to milliseconds: the start and step are asked for in them.
   step = absl::Floor(step, absl::Milliseconds(1));
