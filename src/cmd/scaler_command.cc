@@ -60,12 +60,7 @@ int Check(const std::string& file, const adapters::ScalerConfig& config) {
   bool all_fresh = true;
   for (const adapters::ServiceConfig& svc : config.services) {
     std::printf("%s\n", svc.name.c_str());
-    const std::pair<const char*, const std::string*> queries[] = {
-        {"ready", &svc.ready_query},          {"starting", &svc.starting_query},
-        {"queue", &svc.queue_query},          {"activation", &svc.activation_query},
-        {"running", &svc.running_query},      {"utilization", &svc.utilization_query},
-        {"throughput", &svc.throughput_query}};
-    for (const auto& [label, query] : queries) {
+    for (const auto& [label, query] : svc.Queries()) {
       if (query->empty()) continue;
       const absl::StatusOr<adapters::PromValue>* a = source.Answer(*query);
       std::string answer;
@@ -103,7 +98,7 @@ int Check(const std::string& file, const adapters::ScalerConfig& config) {
     if (!config.backfill) {
       history = "not rebuilt on start (prometheus.backfill: false)";
     } else {
-      const absl::Duration step = config.poll_interval;
+      const absl::Duration step = config.BackfillStep();
       const int64_t count = std::max<int64_t>(1, absl::Minutes(5) / step);
       absl::StatusOr<adapters::PromSeries> range =
           prom.QueryRange(svc.queue_query, clock.Now() - count * step, step, count);

@@ -215,7 +215,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   }
   // tessera's knobs from a service of a scaler config: the same policy the scaler would run.
   std::optional<adapters::ServiceConfig> configured;
-  bool backfill_configured = true;
+  bool backfill = f.scaler_backfill != "off";  // with --config, its prometheus.backfill
   absl::Duration poll = absl::ZeroDuration();  // 0: tessera decides once per HPA sync
   if (!f.poll_interval.empty()) {
     if (!Duration("--poll-interval", f.poll_interval, &poll, &error)) return Fail(error);
@@ -255,7 +255,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     }
     configured = *service;
     poll = config->poll_interval;
-    backfill_configured = config->backfill;
+    backfill = config->backfill;
   } else if (!f.service.empty()) {
     return Fail("--service: needs --config (the scaler config the service is read from)");
   }
@@ -357,7 +357,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   opt.hpa_tolerance = f.hpa_tolerance;
   opt.scaler_poll_s = absl::ToDoubleSeconds(poll);
   opt.scaler_restart_every_s = absl::ToDoubleSeconds(restarts);
-  opt.scaler_backfill = configured ? backfill_configured : f.scaler_backfill != "off";
+  opt.scaler_backfill = backfill;
   if (!requests.empty() && opt.warmup_s >= requests.back().arrival) {
     return Fail(absl::StrCat("--warmup ", f.warmup,
                              ": leaves no request to measure (the trace's last ", "arrival is at ",

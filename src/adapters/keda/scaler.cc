@@ -75,11 +75,6 @@ void Scaler::PollOnce() {
 
 namespace {
 
-// Minutes of load history `state` holds for the recurring-load rule.
-int64_t HistoryMinutes(const autoscale::AutoscaleState& state) {
-  return state.load_by_minute.empty() ? 0 : state.last_minute - state.first_minute + 1;
-}
-
 // The service's signals as the policy takes them, each query answered by `read(query,
 // empty_is_zero)` (a sample, or absent when it failed or found no series where one is needed):
 // the same for a poll and for a replay of Prometheus' history.
@@ -129,7 +124,6 @@ std::string Scaler::PollService(const ServiceConfig& cfg) {
   ++svc.shown.polls;
   svc.shown.polls_without_data += d.data_ok ? 0 : 1;
   svc.shown.query_failures += failures;
-  svc.shown.history_minutes = HistoryMinutes(svc.state);
   if (!changed) return "";
   return absl::StrCat(cfg.name, ": ", d.replicas, " replicas",
                       !first && before != d.replicas ? absl::StrCat(" (was ", before, ")") : "",
@@ -141,13 +135,9 @@ void Scaler::Backfill(const std::atomic<bool>* stop) {
 }
 
 std::string Scaler::BackfillService(const ServiceConfig& cfg, const std::atomic<bool>* stop) {
-  const absl::Duration span = autoscale::HistoryToRebuild(cfg.policy);
-  // Steps at the poll interval, but no finer than 5 s (Prometheus' samples change once per
-  // scrape; a month at 100 ms would be 27 million decisions), up to the one before now: the live
-  // polls take it from there.
-  const absl::Duration step = std::max(config_.poll_interval, absl::Seconds(5));
-  absl::Duration rest;
-  const int64_t count = absl::IDivDuration(span, step, &rest);
+  // Steps up to the one before now: the live polls take it from there.
+  const absl::Duration step = config_.BackfillStep();
+  const int64_t count = autoscale::HistoryToRebuild(cfg.policy) / step;
   const absl::Time start = clock_.Now() - count * step;
   auto failed = [&](absl::string_view why) {
     return absl::StrCat(cfg.name, ": history not rebuilt (", why, "); it builds up from now");
@@ -160,9 +150,8 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, const std::atomic<
   for (int64_t done = 0; done < count;) {
     const int64_t n = std::min(count - done, PromClient::kMaxRangePoints);
     std::map<std::string, PromSeries> series;
-    for (const std::string* query :
-         {&cfg.ready_query, &cfg.starting_query, &cfg.queue_query, &cfg.activation_query,
-          &cfg.running_query, &cfg.utilization_query, &cfg.throughput_query}) {
+    for (const auto& named : cfg.Queries()) {
+      const std::string* query = named.second;
       if (query->empty() || series.count(*query) > 0) continue;
       if (stop != nullptr && stop->load()) return "";
       absl::StatusOr<PromSeries> got = source_.QueryRange(*query, start + done * step, step, n);
@@ -192,9 +181,7 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, const std::atomic<
   }
   {
     absl::MutexLock lock(&mu_);
-    Service& svc = services_[cfg.name];
-    autoscale::MergeHistory(cfg.policy, past, svc.state);
-    svc.shown.history_minutes = HistoryMinutes(svc.state);
+    autoscale::MergeHistory(cfg.policy, past, services_[cfg.name].state);
   }
   return absl::StrFormat(
       "%s: history rebuilt from Prometheus: %s from %s at %s steps, %.1f%% of them with the "
@@ -247,7 +234,11 @@ std::string Scaler::MetricsText() const {
   std::map<std::pair<std::string, std::string>, int64_t> rpcs;
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [name, svc] : services_) services.emplace(name, svc.shown);
+    for (const auto& [name, svc] : services_) {
+      Shown& s = services.emplace(name, svc.shown).first->second;
+      const autoscale::AutoscaleState& st = svc.state;
+      s.history_minutes = st.load_by_minute.empty() ? 0 : st.last_minute - st.first_minute + 1;
+    }
     rpcs = rpcs_;
   }
   const absl::Time now = clock_.Now();

@@ -37,9 +37,8 @@ class MetricSource {
   virtual absl::StatusOr<PromValue> Query(const std::string& promql) = 0;
   // The query evaluated at `count` steps from `start`, for the history a restarted scaler
   // rebuilds; a source without history answers Unimplemented.
-  virtual absl::StatusOr<PromSeries> QueryRange(const std::string& promql, absl::Time start,
-                                                absl::Duration step, int64_t count) {
-    (void)promql, (void)start, (void)step, (void)count;
+  virtual absl::StatusOr<PromSeries> QueryRange(const std::string& /*promql*/, absl::Time /*start*/,
+                                                absl::Duration /*step*/, int64_t /*count*/) {
     return absl::UnimplementedError("the metric source keeps no history");
   }
 };
@@ -79,7 +78,7 @@ class Scaler {
   void PollOnce();
   // Rebuilds what the policy learns from each service's past (the seasonal rule's per-minute
   // load, the batch per replica) from Prometheus' range queries over
-  // autoscale::HistoryToRebuild before now: the service's signals at every poll interval,
+  // autoscale::HistoryToRebuild before now: the service's signals at every BackfillStep(),
   // replayed through DecideReplicas into a state of their own (what this process would have
   // recorded, had it run then), merged into the live state with autoscale::MergeHistory. Polls
   // may run meanwhile. Logs a line per service; a failed query leaves that service's state as it
@@ -106,7 +105,7 @@ class Scaler {
     int64_t polls = 0;               // 0: not polled yet
     int64_t polls_without_data = 0;  // decided without fresh data (held)
     int64_t query_failures = 0;      // a query failed or found no series where one is needed
-    int64_t history_minutes = 0;     // minutes of load history the policy's state holds
+    int64_t history_minutes = 0;     // load history the policy's state holds (set when copied)
   };
   struct Service {
     autoscale::AutoscaleState state;

@@ -4,7 +4,10 @@
 // fields and bad values are errors naming the file, line, field and what was expected.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,6 +30,18 @@ struct ServiceConfig {
   // pods, so without it a service at zero wakes only on what its config can see. "" = none.
   std::string activation_query;
   autoscale::AutoscalePolicy policy;
+
+  // Every query with its name ("ready", "starting", "queue", "activation", "running",
+  // "utilization", "throughput"); a query not set is "".
+  std::array<std::pair<const char*, const std::string*>, 7> Queries() const {
+    return {{{"ready", &ready_query},
+             {"starting", &starting_query},
+             {"queue", &queue_query},
+             {"activation", &activation_query},
+             {"running", &running_query},
+             {"utilization", &utilization_query},
+             {"throughput", &throughput_query}}};
+  }
 };
 
 struct ScalerConfig {
@@ -39,8 +54,8 @@ struct ScalerConfig {
   // flight: a poll of many services takes about services / concurrency times one service's.
   int poll_concurrency = 8;
   // On start, rebuild what the policy learns from the services' past (recurring load, batch per
-  // replica) from Prometheus' range queries
-  // (Scaler::Backfill); each request waits at most prometheus.range_timeout_ms.
+  // replica) from Prometheus' range queries (Scaler::Backfill); each request waits at most
+  // prometheus.range_timeout_ms.
   bool backfill = true;
   std::string tls_cert_file;  // server certificate (PEM); with tls_key_file enables TLS
   std::string tls_key_file;
@@ -48,6 +63,10 @@ struct ScalerConfig {
   std::vector<ServiceConfig> services;
 
   const ServiceConfig* Find(const std::string& name) const;
+  // The step of the history replayed on start: the poll interval, but no finer than 5 s
+  // (Prometheus' samples change once per scrape; a month at 100 ms would be 27 million
+  // decisions).
+  absl::Duration BackfillStep() const { return std::max(poll_interval, absl::Seconds(5)); }
   std::string ServiceNames() const;  // "a, b", for messages
   // The Prometheus credential and TLS files that cannot be read now, as "field: reason" lines;
   // checked when the scaler starts (the server's own TLS files are checked by ServeScaler).
