@@ -101,7 +101,7 @@ int Check(const std::string& file, const adapters::ScalerConfig& config) {
       const absl::Duration step = config.BackfillStep();
       const int64_t count = std::max<int64_t>(1, absl::Minutes(5) / step);
       absl::StatusOr<adapters::PromSeries> range =
-          prom.QueryRange(svc.queue_query, clock.Now() - count * step, step, count);
+          prom.QueryRange(svc.queue_query, clock.Now() - count * step, step, count, nullptr);
       if (!range.ok()) {
         history = absl::StrCat("error: ", range.status().message(),
                                " (the scaler serves, but rebuilds no history on start)");

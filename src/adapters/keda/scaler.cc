@@ -154,7 +154,9 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, const std::atomic<
       const std::string* query = named.second;
       if (query->empty() || series.count(*query) > 0) continue;
       if (stop != nullptr && stop->load()) return "";
-      absl::StatusOr<PromSeries> got = source_.QueryRange(*query, start + done * step, step, n);
+      absl::StatusOr<PromSeries> got =
+          source_.QueryRange(*query, start + done * step, step, n, stop);
+      if (!got.ok() && stop != nullptr && stop->load()) return "";  // cancelled by the shutdown
       if (!got.ok()) return failed(absl::StrCat(*query, ": ", got.status().message()));
       if (static_cast<int64_t>(got->points.size()) != n) {
         return failed(absl::StrCat(*query, ": ", got->points.size(), " steps for ", n));
@@ -516,7 +518,7 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
   }
   server->Shutdown(absl::ToChronoTime(clock.Now() + absl::Seconds(2)));
   server->Wait();
-  if (history.joinable()) history.join();  // at most one range query's timeout
+  if (history.joinable()) history.join();  // its range query in flight stops within a second
   return absl::OkStatus();
 }
 

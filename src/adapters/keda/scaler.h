@@ -36,9 +36,11 @@ class MetricSource {
   virtual ~MetricSource() = default;
   virtual absl::StatusOr<PromValue> Query(const std::string& promql) = 0;
   // The query evaluated at `count` steps from `start`, for the history a restarted scaler
-  // rebuilds; a source without history answers Unimplemented.
+  // rebuilds; a source without history answers Unimplemented. Once *cancel (when given) is set,
+  // it returns soon (Cancelled), so that a shutdown does not wait for the range's timeout.
   virtual absl::StatusOr<PromSeries> QueryRange(const std::string& /*promql*/, absl::Time /*start*/,
-                                                absl::Duration /*step*/, int64_t /*count*/) {
+                                                absl::Duration /*step*/, int64_t /*count*/,
+                                                const std::atomic<bool>* /*cancel*/) {
     return absl::UnimplementedError("the metric source keeps no history");
   }
 };
@@ -50,8 +52,9 @@ class PromSource final : public MetricSource {
     return client_.Query(promql);
   }
   absl::StatusOr<PromSeries> QueryRange(const std::string& promql, absl::Time start,
-                                        absl::Duration step, int64_t count) override {
-    return client_.QueryRange(promql, start, step, count);
+                                        absl::Duration step, int64_t count,
+                                        const std::atomic<bool>* cancel) override {
+    return client_.QueryRange(promql, start, step, count, cancel);
   }
 
  private:
@@ -82,7 +85,8 @@ class Scaler {
   // replayed through DecideReplicas into a state of their own (what this process would have
   // recorded, had it run then), merged into the live state with autoscale::MergeHistory. Polls
   // may run meanwhile. Logs a line per service; a failed query leaves that service's state as it
-  // was. Returns early once *stop is set.
+  // was. Returns within about a second once *stop is set (the range query in flight is cancelled,
+  // and the services not yet rebuilt log nothing).
   void Backfill(const std::atomic<bool>* stop = nullptr);
   // NotFound for an unknown service.
   absl::StatusOr<ScalerView> View(const std::string& service) const;

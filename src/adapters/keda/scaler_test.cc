@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "adapters/keda/test_scaler_server.h"
+#include "adapters/net/test_http_server.h"
 #include "externalscaler.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -447,7 +448,8 @@ class HourlyJobSource final : public MetricSource {
     return v;
   }
   absl::StatusOr<PromSeries> QueryRange(const std::string& promql, absl::Time start,
-                                        absl::Duration step, int64_t count) override {
+                                        absl::Duration step, int64_t count,
+                                        const std::atomic<bool>* /*cancel*/) override {
     std::lock_guard<std::mutex> l(mu);
     ranges.push_back({promql, start, step, count});
     if (promql == fail_range) return absl::UnavailableError("query_range: no store answered");
@@ -556,6 +558,60 @@ TEST(Scaler, ARestartedScalerRebuildsTheRecurringLoadFromPrometheus) {
   EXPECT_THAT(lines, ::testing::ElementsAre(HasSubstr("chat: history not rebuilt (ready: the "
                                                       "metric source keeps no history)"),
                                             HasSubstr("flat: history not rebuilt")));
+}
+
+// A scaler stopped (the pod's SIGTERM in a rollout) while its backfill waits on a slow range
+// query stops at once: the query is cancelled, not waited for up to backfillTimeout, which would
+// outlast the kubelet's grace period and end in SIGKILL. A service whose history was cut short
+// logs nothing (it is not a failure of Prometheus).
+TEST(Scaler, AShutdownCancelsTheBackfillsRangeQuery) {
+  std::atomic<int> ranges{0};
+  std::atomic<bool> release{false};
+  testing::LocalHttpServer server([&](httplib::Server& s) {
+    s.Get("/api/v1/query", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(
+          R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1764700000,"1"]}]}})",
+          "application/json");
+    });
+    s.Get("/api/v1/query_range", [&](const httplib::Request&, httplib::Response& res) {
+      ++ranges;
+      for (int i = 0; i < 2000 && !release.load(); ++i) {  // at most 20 s
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      res.set_content(R"({"status":"success","data":{"resultType":"matrix","result":[]}})",
+                      "application/json");
+    });
+  });
+  absl::StatusOr<ScalerConfig> config = DecodeScalerConfig(
+      "s.yaml", absl::StrCat("apiVersion: tessera.io/v1alpha1\nkind: ScalerConfig\n"
+                             "prometheus: {url: \"",
+                             server.url(), "\", pollInterval: 100ms, backfillTimeout: 1m}\n",
+                             "services:\n  - {name: chat, queueQuery: waiting}\n"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  RealClock clock;
+  PromSource prom(config->prometheus);
+  std::mutex mu;
+  std::vector<std::string> log;
+  Scaler scaler(*config, prom, clock, [&](const std::string& line) {
+    std::lock_guard<std::mutex> l(mu);
+    log.push_back(line);
+  });
+  testing::ServedScaler served(scaler);
+  ASSERT_GT(served.port(), 0);
+  for (int i = 0; i < 500 && ranges.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(ranges.load(), 1);
+  const auto began = std::chrono::steady_clock::now();
+  EXPECT_TRUE(served.Stop().ok());
+  const auto took = std::chrono::steady_clock::now() - began;
+  release = true;
+  // The gRPC server's own shutdown allows 2 s; the range query stops within about a second.
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_EQ(ranges.load(), 1);
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_THAT(log, ::testing::Not(::testing::Contains(HasSubstr("history"))));
+  EXPECT_THAT(log, ::testing::Contains(HasSubstr("chat: 1 replicas")));
 }
 
 }  // namespace

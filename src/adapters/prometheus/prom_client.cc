@@ -164,10 +164,12 @@ absl::StatusOr<std::vector<std::optional<double>>> ParsePromRangeResponse(long h
 }
 
 absl::StatusOr<HttpResponse> PromClient::Get(const std::string& path, const std::string& params,
-                                             int timeout_ms) const {
+                                             int timeout_ms,
+                                             const std::atomic<bool>* cancel) const {
   HttpRequest req;
   req.url = absl::StrCat(config_.url, path, "?", params);
   req.timeout_ms = timeout_ms;
+  req.cancel = cancel;
   req.headers = {"Accept: application/json"};
   req.headers.insert(req.headers.end(), config_.headers.begin(), config_.headers.end());
   req.tls = config_.tls;
@@ -199,7 +201,8 @@ absl::StatusOr<PromValue> PromClient::Query(const std::string& promql) const {
 }
 
 absl::StatusOr<PromSeries> PromClient::QueryRange(const std::string& promql, absl::Time start,
-                                                  absl::Duration step, int64_t count) const {
+                                                  absl::Duration step, int64_t count,
+                                                  const std::atomic<bool>* cancel) const {
   if (step < absl::Milliseconds(1) || count < 0 || start == absl::InfinitePast() ||
       start == absl::InfiniteFuture()) {
     return absl::InvalidArgumentError(
@@ -212,6 +215,9 @@ absl::StatusOr<PromSeries> PromClient::QueryRange(const std::string& promql, abs
   series.points.reserve(static_cast<size_t>(count));
   auto seconds = [](absl::Time t) { return absl::StrFormat("%.3f", absl::ToUnixMillis(t) / 1e3); };
   for (int64_t done = 0; done < count;) {
+    if (cancel != nullptr && cancel->load()) {
+      return absl::CancelledError("Prometheus range query: cancelled");
+    }
     const int64_t n = std::min<int64_t>(kMaxRangePoints, count - done);
     const absl::Time from = start + done * step;
     TESSERA_ASSIGN_OR_RETURN(HttpResponse r,
@@ -219,7 +225,7 @@ absl::StatusOr<PromSeries> PromClient::QueryRange(const std::string& promql, abs
                                  absl::StrCat("query=", UrlEscape(promql), "&start=", seconds(from),
                                               "&end=", seconds(from + (n - 1) * step), "&step=",
                                               absl::StrFormat("%.3f", absl::ToDoubleSeconds(step))),
-                                 config_.range_timeout_ms));
+                                 config_.range_timeout_ms, cancel));
     TESSERA_ASSIGN_OR_RETURN(std::vector<std::optional<double>> part,
                              ParsePromRangeResponse(r.status, r.body, from, step, n));
     series.points.insert(series.points.end(), part.begin(), part.end());

@@ -27,6 +27,7 @@
 //   absl::StatusOr<PromValue> v = prom.Query("sum(vllm:num_requests_waiting)");
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -69,14 +70,16 @@ class PromClient {
 
   explicit PromClient(PromConfig config) : config_(std::move(config)) {}
   absl::StatusOr<PromValue> Query(const std::string& promql) const;
-  // `count` steps from `start` (both kept to milliseconds, as Prometheus does).
+  // `count` steps from `start` (both kept to milliseconds, as Prometheus does). Once *cancel is
+  // set, a request in flight stops within about a second (Cancelled) and no further one is sent.
   absl::StatusOr<PromSeries> QueryRange(const std::string& promql, absl::Time start,
-                                        absl::Duration step, int64_t count) const;
+                                        absl::Duration step, int64_t count,
+                                        const std::atomic<bool>* cancel = nullptr) const;
 
  private:
   // GET config.url + path + "?" + params, with the credentials and headers of the config.
   absl::StatusOr<HttpResponse> Get(const std::string& path, const std::string& params,
-                                   int timeout_ms) const;
+                                   int timeout_ms, const std::atomic<bool>* cancel = nullptr) const;
 
   PromConfig config_;
 };

@@ -5,6 +5,8 @@
 #include <httplib.h>
 #include <stdlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -285,6 +287,48 @@ TEST(PromClient, RangeQueriesInRequestsPrometheusAcceptsWithGapsAndNaNKept) {
   PromClient nobody(Plain("http://127.0.0.1:1"));
   EXPECT_THAT(nobody.QueryRange("load", start, absl::Seconds(5), 10).status().message(),
               HasSubstr("http://127.0.0.1:1/api/v1/query_range: "));
+}
+
+// A range query that Prometheus is slow to answer (a month of a heavy query) stops once the
+// caller cancels it, within about a second instead of at its timeout; one cancelled before it
+// starts sends nothing.
+TEST(PromClient, ACancelledRangeQueryStopsWithoutWaitingForItsTimeout) {
+  std::atomic<int> asked{0};
+  std::atomic<bool> release{false};
+  testing::LocalHttpServer server([&](httplib::Server& s) {
+    s.Get("/api/v1/query_range", [&](const httplib::Request&, httplib::Response& res) {
+      ++asked;
+      for (int i = 0; i < 2000 && !release.load(); ++i) {  // at most 20 s
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      res.set_content(R"({"status":"success","data":{"resultType":"matrix","result":[]}})",
+                      "application/json");
+    });
+  });
+  PromConfig config = Plain(server.url());
+  config.range_timeout_ms = 60000;
+  PromClient prom(config);
+  const absl::Time start = absl::FromUnixSeconds(1764700000);
+  std::atomic<bool> cancel{true};
+  absl::StatusOr<PromSeries> got = prom.QueryRange("load", start, absl::Seconds(5), 10, &cancel);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kCancelled) << got.status();
+  EXPECT_EQ(asked.load(), 0);
+
+  cancel = false;
+  std::thread canceller([&] {
+    while (asked.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cancel = true;
+  });
+  const auto began = std::chrono::steady_clock::now();
+  got = prom.QueryRange("load", start, absl::Seconds(5), 10, &cancel);
+  const auto took = std::chrono::steady_clock::now() - began;
+  canceller.join();
+  release = true;
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kCancelled) << got.status();
+  EXPECT_THAT(got.status().message(), HasSubstr("/api/v1/query_range"));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_EQ(asked.load(), 1);
 }
 
 TEST(PromClient, ParsesOddRangeBodies) {
