@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "adapters/keda/test_scaler_server.h"
 #include "adapters/net/test_http_server.h"
+#include "adapters/prometheus/test_slow_range.h"
 #include "externalscaler.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -509,8 +510,9 @@ TEST(Scaler, ARestartedScalerRebuildsTheRecurringLoadFromPrometheus) {
   EXPECT_EQ(replicas, 14) << reason;
   EXPECT_THAT(log,
               ::testing::Contains(HasSubstr("chat: history rebuilt from Prometheus: 72h3m from ")));
-  EXPECT_THAT(log, ::testing::Contains(HasSubstr("at 5s steps, 100.0% of them with the service's "
-                                                 "signals; batch 20 requests per replica")));
+  EXPECT_THAT(log, ::testing::Contains(HasSubstr(
+                       "at 5s steps, 100.0% of them with the service's signals; batch 20 requests "
+                       "per replica; scale-down window and idle clock carried over")));
   // Without the seasonal rule, the last day (for the batch, which flat never shows).
   EXPECT_THAT(log,
               ::testing::Contains(HasSubstr("flat: history rebuilt from Prometheus: 24h from ")));
@@ -573,14 +575,7 @@ TEST(Scaler, AShutdownCancelsTheBackfillsRangeQuery) {
           R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1764700000,"1"]}]}})",
           "application/json");
     });
-    s.Get("/api/v1/query_range", [&](const httplib::Request&, httplib::Response& res) {
-      ++ranges;
-      for (int i = 0; i < 2000 && !release.load(); ++i) {  // at most 20 s
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      res.set_content(R"({"status":"success","data":{"resultType":"matrix","result":[]}})",
-                      "application/json");
-    });
+    s.Get("/api/v1/query_range", testing::SlowEmptyRange(ranges, release));
   });
   absl::StatusOr<ScalerConfig> config = DecodeScalerConfig(
       "s.yaml", absl::StrCat("apiVersion: tessera.io/v1alpha1\nkind: ScalerConfig\n"

@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "adapters/net/test_certs.h"
 #include "adapters/net/test_http_server.h"
+#include "adapters/prometheus/test_slow_range.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -296,14 +297,7 @@ TEST(PromClient, ACancelledRangeQueryStopsWithoutWaitingForItsTimeout) {
   std::atomic<int> asked{0};
   std::atomic<bool> release{false};
   testing::LocalHttpServer server([&](httplib::Server& s) {
-    s.Get("/api/v1/query_range", [&](const httplib::Request&, httplib::Response& res) {
-      ++asked;
-      for (int i = 0; i < 2000 && !release.load(); ++i) {  // at most 20 s
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      res.set_content(R"({"status":"success","data":{"resultType":"matrix","result":[]}})",
-                      "application/json");
-    });
+    s.Get("/api/v1/query_range", testing::SlowEmptyRange(asked, release));
   });
   PromConfig config = Plain(server.url());
   config.range_timeout_ms = 60000;
