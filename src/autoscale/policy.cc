@@ -132,16 +132,36 @@ absl::Duration HistoryToRebuild(const AutoscalePolicy& policy) {
   return std::max(SeasonalHistory(policy), absl::Hours(24));
 }
 
-void MergeHistory(const AutoscalePolicy& policy, const AutoscaleState& past, AutoscaleState& live) {
+// The scale-down window and the idle clock, when `past` reaches `live`'s start.
+bool MergeWindow(const AutoscalePolicy& policy, const AutoscaleState& past, AutoscaleState& live) {
+  const bool before_first = live.started == absl::InfinitePast();
+  if (past.last_fresh == absl::InfinitePast() ||
+      (!before_first && past.last_fresh < live.started - policy.stale_after)) {
+    return false;
+  }
+  if (!live.busy_seen) live.last_busy = past.last_busy;
+  std::deque<std::pair<absl::Time, int>> window;
+  for (const auto& rec : past.recommendations) {
+    if (before_first || rec.first < live.started) window.push_back(rec);
+  }
+  window.insert(window.end(), live.recommendations.begin(), live.recommendations.end());
+  live.recommendations = std::move(window);
+  live.restart_hold = 0;
+  live.last_fresh = std::max(live.last_fresh, past.last_fresh);
+  return true;
+}
+
+bool MergeHistory(const AutoscalePolicy& policy, const AutoscaleState& past, AutoscaleState& live) {
   if (live.batch_per_replica <= 0) live.batch_per_replica = past.batch_per_replica;
+  const bool carried = MergeWindow(policy, past, live);
   const int64_t size = HistoryMinutes(policy);
-  if (size == 0 || static_cast<int64_t>(past.load_by_minute.size()) != size) return;
+  if (size == 0 || static_cast<int64_t>(past.load_by_minute.size()) != size) return carried;
   if (static_cast<int64_t>(live.load_by_minute.size()) != size) {
     // No decision yet (or under other knobs, which the next one resets): the past is all there is.
     live.load_by_minute = past.load_by_minute;
     live.first_minute = past.first_minute;
     live.last_minute = past.last_minute;
-    return;
+    return carried;
   }
   const int64_t from = std::max(past.first_minute, live.last_minute - size + 1);
   const int64_t to = std::min(past.last_minute, live.last_minute);
@@ -153,6 +173,7 @@ void MergeHistory(const AutoscalePolicy& policy, const AutoscaleState& past, Aut
     slot = m < live.first_minute ? then : std::min(slot, then);
   }
   if (from <= to) live.first_minute = std::min(live.first_minute, from);
+  return carried;
 }
 
 absl::Status AutoscalePolicy::Validate() const {
@@ -198,17 +219,28 @@ absl::Status AutoscalePolicy::Validate() const {
 Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleState& state,
                         absl::Time now) {
   if (!state.initialised) {
-    // Idle time counts from the first look, not from the epoch.
-    if (state.last_busy == absl::InfinitePast()) state.last_busy = now;
+    // A past merged in before the first decision (MergeHistory) counts only if it reaches now.
+    const bool past_reaches_now = state.last_fresh >= now - p.stale_after;
+    if (state.started == absl::InfinitePast()) {
+      state.started = now;
+      if (!past_reaches_now) {
+        // Idle time counts from the first look, not from the epoch.
+        state.last_busy = now;
+        state.recommendations.clear();
+      }
+    }
     // Start from the replicas the service has once they are known (a scaler restarted while
     // Prometheus is unreachable must not later step from the count it held at), and hold them
     // for one scale-down window: the recommendations that would justify releasing them are gone
-    // with the previous process.
+    // with the previous process (unless its history, replayed, brought them back).
     if (Fresh(s.ready, p, now)) {
       state.initialised = true;
       state.current = static_cast<int>(s.ready.value) +
                       (Fresh(s.starting, p, now) ? static_cast<int>(s.starting.value) : 0);
-      state.recommendations.emplace_back(now, state.current);
+      if (!past_reaches_now) {
+        state.restart_hold = state.current;
+        state.restart_hold_at = now;
+      }
     }
   }
   Decision d;
@@ -223,6 +255,7 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
       if (!Fresh(*sample, p, now)) absl::StrAppend(&which, which.empty() ? "" : ", ", name);
     }
     state.last_busy = now;  // unknown demand restarts the idle clock
+    state.busy_seen = true;
     d.replicas = clamp(std::max(state.current, 1));
     d.reason = absl::StrCat("holding at ", d.replicas, ": no fresh ", which,
                             " data (never lower or zero on missing data)");
@@ -241,8 +274,10 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
     double value;
     ~LastWaiting() { st.last_waiting = value; }
   } remember{state, waiting};
+  state.last_fresh = now;
   if (demand > 0) {
     state.last_busy = now;
+    state.busy_seen = true;
   }
 
   // Demand trend, projected one cold start ahead (only upwards: a falling trend is left to the
@@ -342,6 +377,9 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
   }
   int window_max = 0;
   for (const auto& [t, r] : state.recommendations) window_max = std::max(window_max, r);
+  if (state.restart_hold > 0 && now - state.restart_hold_at <= p.scale_down_window) {
+    window_max = std::max(window_max, state.restart_hold);
+  }
 
   int next = state.current;
   if (want == 0 && idle_long && state.current > 0) {

@@ -91,8 +91,19 @@ struct Signals {
 struct AutoscaleState {
   int current = 0;  // the last decision (what the service is scaled to)
   absl::Time last_busy = absl::InfinitePast();
+  // Whether last_busy is an observation (demand, or data missing), not the first look's
+  // assumption that the service was busy just before it.
+  bool busy_seen = false;
   std::deque<std::pair<absl::Time, int>> recommendations;  // for the scale-down window
-  std::deque<std::pair<absl::Time, double>> demand;        // for the trend
+  // The first decision, and the last one made on fresh data.
+  absl::Time started = absl::InfinitePast();
+  absl::Time last_fresh = absl::InfinitePast();
+  // The replicas found at the first look with data, held for one scale-down window from
+  // restart_hold_at (the recommendations that would release them went with the previous
+  // process); 0: no hold. MergeHistory lifts it when it brings those recommendations back.
+  int restart_hold = 0;
+  absl::Time restart_hold_at = absl::InfinitePast();
+  std::deque<std::pair<absl::Time, double>> demand;  // for the trend
   double last_waiting = 0;
   // Requests one replica runs at once when full (vLLM's batch: max_num_seqs or the KV cache),
   // learned from the last moment requests waited while replicas ran; 0 until then.
@@ -130,8 +141,15 @@ absl::Duration HistoryToRebuild(const AutoscalePolicy& policy);
 //   minutes both saw the lesser (a minute's load is the least seen in it); minutes out of
 //   `live`'s reach are left out, and a history kept under other knobs adds nothing;
 // - the requests one replica runs when full (batch_per_replica), while `live` has not learned
-//   it: without it a wake-up from zero asks for a replica per targetQueuePerReplica waiting.
-// Nothing else of `live` changes.
-void MergeHistory(const AutoscalePolicy& policy, const AutoscaleState& past, AutoscaleState& live);
+//   it: without it a wake-up from zero asks for a replica per targetQueuePerReplica waiting;
+// - when `past` decided on fresh data up to within staleAfter of `live`'s first decision (it is
+//   the span just before this process started), what a restart otherwise resets: its
+//   scale-down window's recommendations, which replace the hold of the replicas found, and its
+//   idle clock, unless `live` has seen demand since. Merged before `live`'s first decision,
+//   they count only if that decision comes within staleAfter of `past`'s last.
+// Nothing else of `live` changes. Returns false when the window and idle clock were not carried
+// over (`past` made no decision on fresh data, or its last came more than staleAfter before
+// `live`'s first).
+bool MergeHistory(const AutoscalePolicy& policy, const AutoscaleState& past, AutoscaleState& live);
 
 }  // namespace tessera::autoscale

@@ -1,6 +1,8 @@
 #include "autoscale/policy.h"
 
 #include <cmath>
+#include <functional>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -536,6 +538,94 @@ TEST(AutoscalePolicy, ARestartedScalerKeepsTheBatchItsHistoryShowed) {
     MergeHistory(p, past, learned);
     EXPECT_EQ(learned.batch_per_replica, 20);
   }
+}
+
+// A restart otherwise resets the scale-down window (the replicas found are held for a whole
+// window) and the idle clock (a service idle for minutes waits a whole idleTimeout more). With
+// the history just before the restart merged, the restarted scaler decides as if it had never
+// stopped, whether the merge comes before its first decision (the simulator) or after it (the
+// scaler's backfill runs beside the first polls); a history that ends earlier than staleAfter
+// before the start carries neither over.
+TEST(AutoscalePolicy, ARestartedScalerKeepsItsWindowAndIdleClockFromTheHistoryBeforeIt) {
+  AutoscalePolicy p;  // window 10m, idleTimeout 10m, staleAfter 60s
+  // Busy on 20 replicas (utilisation in band) until 10m, then a lull (a replica's tenth busy).
+  auto lull = [](absl::Time t) {
+    return t < kT0 + absl::Minutes(10) ? At(t, 0, 100, 20, 0, 0.75) : At(t, 0, 10, 20, 0, 0.075);
+  };
+  // One replica running 2 requests until 10m, then idle.
+  auto idle = [](absl::Time t) {
+    return t < kT0 + absl::Minutes(10) ? At(t, 0, 2, 1, 0, 0.2) : At(t, 0, 0, 1, 0, 0.0);
+  };
+  // Decisions every 5 s over [from, to).
+  auto run = [&p](const auto& load, AutoscaleState& st, absl::Time from, absl::Time to) {
+    std::vector<int> out;
+    for (absl::Time t = from; t < to; t += absl::Seconds(5)) {
+      out.push_back(DecideReplicas(p, load(t), st, t).replicas);
+    }
+    return out;
+  };
+  const absl::Time restart = kT0 + absl::Minutes(15), end = kT0 + absl::Minutes(30);
+  // When decisions every 5 s from `from` first went below n.
+  auto first_below = [](const std::vector<int>& r, int n, absl::Time from) {
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (r[i] < n) return from + static_cast<int64_t>(i) * absl::Seconds(5);
+    }
+    return absl::InfiniteFuture();
+  };
+  // The window keeps a recommendation while it is at most 10m old (the last busy one, at
+  // 9m55s, goes at 20m); idleTimeout releases once the last busy decision is 10m old (19m55s).
+  // A restart's hold, from 15m, goes at 25m05s; its idle clock, from 15m, at 25m.
+  const absl::Duration five = absl::Seconds(5);
+  for (const auto& [name, load, held, released, bare_released] :
+       {std::tuple{"lull", std::function<Signals(absl::Time)>(lull), 20, kT0 + absl::Minutes(20),
+                   restart + absl::Minutes(10) + five},
+        std::tuple{"idle", std::function<Signals(absl::Time)>(idle), 1,
+                   kT0 + absl::Minutes(20) - five, restart + absl::Minutes(10)}}) {
+    SCOPED_TRACE(name);
+    AutoscaleState never;
+    run(load, never, kT0, restart);
+    const AutoscaleState past = never;  // what the backfill replays up to the restart
+    const std::vector<int> expected = run(load, never, restart, end);
+    EXPECT_EQ(first_below(expected, held, restart), released);
+
+    AutoscaleState bare;
+    EXPECT_EQ(first_below(run(load, bare, restart, end), held, restart), bare_released);
+
+    AutoscaleState merged_first;
+    EXPECT_TRUE(MergeHistory(p, past, merged_first));
+    EXPECT_EQ(run(load, merged_first, restart, end), expected);
+
+    AutoscaleState merged_later;
+    std::vector<int> got = run(load, merged_later, restart, restart + absl::Seconds(10));
+    EXPECT_TRUE(MergeHistory(p, past, merged_later));
+    const std::vector<int> rest = run(load, merged_later, restart + absl::Seconds(10), end);
+    got.insert(got.end(), rest.begin(), rest.end());
+    EXPECT_EQ(got, expected);
+
+    // A history that ends two minutes before the start (Prometheus was down) carries neither:
+    // merged before the first decision, that decision drops them; after it, the merge does.
+    AutoscaleState gap;
+    AutoscaleState old_past;
+    run(load, old_past, kT0, restart - absl::Minutes(2));
+    MergeHistory(p, old_past, gap);
+    EXPECT_EQ(first_below(run(load, gap, restart, end), held, restart), bare_released);
+    AutoscaleState gap_later;
+    run(load, gap_later, restart, restart + 2 * five);
+    EXPECT_FALSE(MergeHistory(p, old_past, gap_later));
+    EXPECT_EQ(first_below(run(load, gap_later, restart + 2 * five, end), held, restart + 2 * five),
+              bare_released);
+  }
+
+  // Demand the restarted scaler has seen itself keeps its own idle clock.
+  AutoscaleState past;
+  run(idle, past, kT0, restart);
+  AutoscaleState live;
+  DecideReplicas(p, At(restart, 0, 3, 1, 0, 0.3), live, restart);  // busy at the restart
+  EXPECT_TRUE(MergeHistory(p, past, live));
+  EXPECT_EQ(live.last_busy, restart);
+  EXPECT_EQ(
+      first_below(run(idle, live, restart + absl::Seconds(5), end), 1, restart + absl::Seconds(5)),
+      restart + absl::Minutes(10));
 }
 
 TEST(AutoscalePolicy, SeasonalKnobsAreChecked) {

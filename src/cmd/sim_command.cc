@@ -419,9 +419,11 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
                 absl::FormatDuration(poll).c_str());
   }
   if (restarts > absl::ZeroDuration()) {
-    std::printf("tessera: the scaler restarts every %s, its history (recurring load, batch) %s\n",
-                absl::FormatDuration(restarts).c_str(),
-                opt.scaler_backfill ? "rebuilt from Prometheus" : "lost");
+    std::printf(
+        "tessera: the scaler restarts every %s, its history (recurring load, batch, window, idle "
+        "clock) %s\n",
+        absl::FormatDuration(restarts).c_str(),
+        opt.scaler_backfill ? "rebuilt from Prometheus" : "lost");
   }
   std::printf("%-11s %-32s %9s %9s %6s %8s %7s %7s %7s %6s %5s\n", "policy", "params", "GPU-h",
               "busy GPU-h", "util", "SLO", "p50 s", "p99 s", ">60s", "cold", "peak");

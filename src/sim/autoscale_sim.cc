@@ -385,13 +385,17 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
     s.throughput = autoscale::Sample::At(completions_sum / kUtilWindowS, now);
     return s;
   };
-  // A scaler restarted: a fresh state, with or without the history its backfill rebuilds.
+  // A scaler restarted: a fresh state, with or without the history its backfill rebuilds. Its
+  // first decision takes the replicas there as the real one does (holding them for a window, its
+  // idle clock from then, unless the history merged brings back what the old process had).
   double next_restart = opt.scaler_restart_every_s > 0 ? opt.scaler_restart_every_s : HUGE_VAL;
+  bool restarted = false;
   auto restart_if_due = [&](double t) {
     while (t >= next_restart) {
       autoscale::AutoscaleState fresh;
       if (opt.scaler_backfill) autoscale::MergeHistory(spec.tessera, tstate, fresh);
       tstate = std::move(fresh);
+      restarted = true;
       next_restart += opt.scaler_restart_every_s;
     }
   };
@@ -497,9 +501,14 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
         set_replicas(waiting > 0 ? std::max(want, 1) : want, t);
       } else if (spec.kind == "tessera") {
         if (decide_period <= 0) {
-          // One decision per sync, stepping from the replicas there.
-          tstate.current = current;
-          tstate.initialised = true;
+          // One decision per sync, stepping from the replicas there (a restarted scaler's first
+          // finds them itself).
+          restart_if_due(t);
+          if (!restarted) {
+            tstate.current = current;
+            tstate.initialised = true;
+          }
+          restarted = false;
           tessera_decision = tessera_decide(t, waiting, running, ready, starting_n);
         }
         if (current >= 1 && tessera_decision >= 1) {

@@ -105,11 +105,13 @@ void DrivePolicy(const uint8_t* data, size_t size) {
     }
     if (d.reason.empty()) __builtin_trap();
   }
-  // A history merged into itself (a replay of what the live state saw) changes nothing.
+  // A history merged into itself (a replay of what the live state saw) changes nothing of what
+  // it saw: the load ring, the window's recommendations (none twice), the idle clock.
   const AutoscaleState same = state;
   tessera::autoscale::MergeHistory(p, same, state);
   if (state.load_by_minute != same.load_by_minute || state.first_minute != same.first_minute ||
-      state.last_minute != same.last_minute) {
+      state.last_minute != same.last_minute || state.recommendations != same.recommendations ||
+      state.last_busy != same.last_busy) {
     __builtin_trap();
   }
 }

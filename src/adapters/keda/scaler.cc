@@ -181,19 +181,21 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, const std::atomic<
     }
     done += n;
   }
+  bool carried = false;
   {
     absl::MutexLock lock(&mu_);
-    autoscale::MergeHistory(cfg.policy, past, services_[cfg.name].state);
+    carried = autoscale::MergeHistory(cfg.policy, past, services_[cfg.name].state);
   }
   return absl::StrFormat(
       "%s: history rebuilt from Prometheus: %s from %s at %s steps, %.1f%% of them with the "
-      "service's signals; batch %s",
+      "service's signals; batch %s; scale-down window and idle clock %s",
       cfg.name, absl::FormatDuration(count * step),
       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", first, absl::UTCTimeZone()),
       absl::FormatDuration(step), count > 0 ? 100.0 * with_data / count : 0.0,
       past.batch_per_replica > 0
           ? absl::StrFormat("%.0f requests per replica", past.batch_per_replica)
-          : std::string("not seen (no request waited while replicas ran)"));
+          : std::string("not seen (no request waited while replicas ran)"),
+      carried ? "carried over" : "start afresh (no signals within staleAfter before the start)");
 }
 
 void Scaler::CountRpc(const std::string& method, const std::string& code) {
