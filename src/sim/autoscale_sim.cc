@@ -502,9 +502,9 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
       } else if (spec.kind == "tessera") {
         if (decide_period <= 0) {
           // One decision per sync, stepping from the replicas there (a restarted scaler's first
-          // finds them itself).
+          // decision with them finds them itself; at zero IsActive's may have come first).
           restart_if_due(t);
-          if (!restarted) {
+          if (!restarted || tstate.initialised) {
             tstate.current = current;
             tstate.initialised = true;
           }
