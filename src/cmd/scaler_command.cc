@@ -6,6 +6,9 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -93,25 +96,34 @@ int Check(const std::string& file, const adapters::ScalerConfig& config) {
                 view->replicas == 1 ? "" : "s", view->data_ok ? "" : " (data missing: held)",
                 view->reason.c_str());
     // The history rebuilt on start comes from range queries, which a proxy may refuse where it
-    // allows instant ones: asked once, for the queue over the last five minutes.
+    // allows instant ones, or one query's store where another's answers: each query the
+    // backfill asks, asked over the last five minutes at its step.
     std::string history;
     if (!config.backfill) {
       history = "not rebuilt on start (prometheus.backfill: false)";
     } else {
       const absl::Duration step = config.BackfillStep();
       const int64_t count = std::max<int64_t>(1, absl::Minutes(5) / step);
-      absl::StatusOr<adapters::PromSeries> range =
-          prom.QueryRange(svc.queue_query, clock.Now() - count * step, step, count, nullptr);
-      if (!range.ok()) {
-        history = absl::StrCat("error: ", range.status().message(),
-                               " (the scaler serves, but rebuilds no history on start)");
-      } else {
+      std::set<std::string> asked;
+      std::vector<std::string> samples;  // "queue 60": steps with a sample, per query
+      for (const auto& [label, query] : svc.Queries()) {
+        if (query->empty() || !asked.insert(*query).second) continue;
+        absl::StatusOr<adapters::PromSeries> range =
+            prom.QueryRange(*query, clock.Now() - count * step, step, count, nullptr);
+        if (!range.ok()) {
+          history = absl::StrCat("error: ", *query, ": ", range.status().message(),
+                                 " (the scaler serves, but rebuilds no history on start)");
+          break;
+        }
         int64_t with = 0;
         for (const std::optional<double>& p : range->points) with += p.has_value() ? 1 : 0;
+        samples.push_back(absl::StrCat(label, " ", with));
+      }
+      if (history.empty()) {
         history = absl::StrFormat(
-            "range queries answer (the queue over the last %s: %d of %d steps with a sample); "
-            "%s rebuilt on start",
-            absl::FormatDuration(count * step), with, count,
+            "range queries answer (the last %s in %d steps; with a sample: %s); %s rebuilt on "
+            "start",
+            absl::FormatDuration(count * step), count, absl::StrJoin(samples, ", "),
             absl::FormatDuration(autoscale::HistoryToRebuild(svc.policy)));
       }
     }

@@ -2,7 +2,8 @@
 # the CLI tests: answers each query with the value of the first key of ANSWERS.json it contains
 # (a vector of one sample stamped now, or for a range query that value at every step),
 # "error" with a bad_data error body (HTTP 400), and no key with an empty vector or matrix; a
-# key "range" set to "error" answers every range query with that error. Writes the port it
+# key "range" set to "error" answers every range query with that error, set to any other text
+# the range queries that contain it. Writes the port it
 # listens on (127.0.0.1, any free port) to PORT_FILE.
 # Usage: fake_prometheus.py ANSWERS.json PORT_FILE
 import http.server, json, sys, urllib.parse, time
@@ -23,7 +24,8 @@ class H(http.server.BaseHTTPRequestHandler):
                 break
         else:
             v = None
-        if ranged and answers.get("range") == "error":
+        fail = answers.get("range")
+        if ranged and fail is not None and (fail == "error" or fail in q):
             v = "error"
         if v == "error":
             body = {"status": "error", "errorType": "bad_data", "error": "parse error at char 5"}

@@ -111,7 +111,9 @@ check "at zero the activation query is read, the queue not" \
 check "its utilisation read but not used at zero" grep -q '^      = 0.8 (not used while no replica is ready)$' "$WORK/out"
 check "and wakes the service" grep -q '^  decision    1 replica: .*activation from zero' "$WORK/out"
 check "range queries checked for the history rebuilt on start" \
-  grep -q '^  history     range queries answer (the queue over the last 5m: 60 of 60 steps with a sample); 72h3m rebuilt on start$' "$WORK/out"
+  grep -q '^  history     range queries answer (the last 5m in 60 steps; with a sample: ready 60, starting 60, queue 60, running 60, utilization 60, throughput 60); 72h3m rebuilt on start$' "$WORK/out"
+check "  every query the backfill asks, the activation query too" \
+  grep -q '^  history     range queries answer (the last 5m in 60 steps; with a sample: ready 60, starting 60, queue 60, activation 60, utilization 60); 72h3m rebuilt on start$' "$WORK/out"
 kill "$FAKE"; wait "$FAKE" 2>/dev/null
 fake_prometheus '{"replicas_unavailable": 0, "num_requests_waiting": 9, "num_requests_running": 40,
   "batch_ready": "error"}'
@@ -130,7 +132,16 @@ fake_prometheus '{"replicas_available": 2, "replicas_unavailable": 0, "num_reque
 "$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
 check "range queries refused (a proxy that allows instant ones): still exit 0" test $? = 0
 check "  the history named as not rebuilt, with why" \
-  grep -q '^  history     error: Prometheus error (bad_data, HTTP 400): parse error at char 5 (the scaler serves, but rebuilds no history on start)$' "$WORK/out"
+  grep -q '^  history     error: sum(kube_deployment_status_replicas_available{namespace="default",deployment="chat"}): Prometheus error (bad_data, HTTP 400): parse error at char 5 (the scaler serves, but rebuilds no history on start)$' "$WORK/out"
+kill "$FAKE"; wait "$FAKE" 2>/dev/null
+fake_prometheus '{"replicas_available": 2, "replicas_unavailable": 0, "num_requests_waiting": 9,
+  "num_requests_running": 40, "DCGM_FI_DEV_GPU_UTIL": 0.8, "request_success_total": 5,
+  "batch_ready": 0, "batch_queue": 0, "gateway_pending": 3, "range": "request_success_total"}'
+"$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
+check "one query's range refused while the queue's answers: still exit 0" test $? = 0
+check "  that query named, its service's history not rebuilt" \
+  grep -q '^  history     error: sum(rate(vllm:request_success_total{model_name="chat"}\[1m\])): Prometheus error (bad_data, HTTP 400): parse error at char 5 (the scaler serves, but rebuilds no history on start)$' "$WORK/out"
+check "  the other service's answers" grep -q '^  history     range queries answer (the last 5m in 60 steps; with a sample: ready 60, starting 60, queue 60, activation 60, utilization 60)' "$WORK/out"
 kill "$FAKE"; wait "$FAKE" 2>/dev/null
 "$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
 check "Prometheus gone: exit 2" test $? = 2
