@@ -98,9 +98,11 @@ fake_prometheus() {  # fake_prometheus ANSWERS_JSON: starts it, sets FAKE and FA
   FAKE_PORT=$(cat "$WORK/port")
   check_config "$FAKE_PORT" >"$WORK/check.yaml"
 }
-fake_prometheus '{"replicas_available": 2, "replicas_unavailable": 0, "num_requests_waiting": 9,
+# Every series both services read, for the checks that want all of them there.
+EVERY_SERIES='"replicas_available": 2, "replicas_unavailable": 0, "num_requests_waiting": 9,
   "num_requests_running": 40, "DCGM_FI_DEV_GPU_UTIL": 0.8, "request_success_total": 5,
-  "batch_ready": 0, "batch_queue": 0, "gateway_pending": 3}'
+  "batch_ready": 0, "batch_queue": 0, "gateway_pending": 3'
+fake_prometheus "{$EVERY_SERIES}"
 "$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
 check "--check with every series there: exit 0" test $? = 0
 check "each query with its answer" grep -A1 -q 'queue       sum(vllm:num_requests_waiting{model_name="chat"})' "$WORK/out"
@@ -126,17 +128,13 @@ check "the decision held" grep -q '^  decision    1 replica (data missing: held)
 check "the activation query not read while readiness is unknown" \
   bash -c "grep -A1 '^  activation' '$WORK/out' | grep -q 'not read: it stands in for the queue only while no replica is ready'"
 kill "$FAKE"; wait "$FAKE" 2>/dev/null
-fake_prometheus '{"replicas_available": 2, "replicas_unavailable": 0, "num_requests_waiting": 9,
-  "num_requests_running": 40, "DCGM_FI_DEV_GPU_UTIL": 0.8, "request_success_total": 5,
-  "batch_ready": 0, "batch_queue": 0, "gateway_pending": 3, "range": "error"}'
+fake_prometheus "{$EVERY_SERIES, \"range\": \"error\"}"
 "$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
 check "range queries refused (a proxy that allows instant ones): still exit 0" test $? = 0
 check "  the history named as not rebuilt, with why" \
   grep -q '^  history     error: sum(kube_deployment_status_replicas_available{namespace="default",deployment="chat"}): Prometheus error (bad_data, HTTP 400): parse error at char 5 (the scaler serves, but rebuilds no history on start)$' "$WORK/out"
 kill "$FAKE"; wait "$FAKE" 2>/dev/null
-fake_prometheus '{"replicas_available": 2, "replicas_unavailable": 0, "num_requests_waiting": 9,
-  "num_requests_running": 40, "DCGM_FI_DEV_GPU_UTIL": 0.8, "request_success_total": 5,
-  "batch_ready": 0, "batch_queue": 0, "gateway_pending": 3, "range": "request_success_total"}'
+fake_prometheus "{$EVERY_SERIES, \"range\": \"request_success_total\"}"
 "$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
 check "one query's range refused while the queue's answers: still exit 0" test $? = 0
 check "  that query named, its service's history not rebuilt" \
