@@ -6,7 +6,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -104,10 +103,8 @@ int Check(const std::string& file, const adapters::ScalerConfig& config) {
     } else {
       const absl::Duration step = config.BackfillStep();
       const int64_t count = std::max<int64_t>(1, absl::Minutes(5) / step);
-      std::set<std::string> asked;
       std::vector<std::string> samples;  // "queue 60": steps with a sample, per query
-      for (const auto& [label, query] : svc.Queries()) {
-        if (query->empty() || !asked.insert(*query).second) continue;
+      for (const auto& [label, query] : svc.DistinctQueries()) {
         absl::StatusOr<adapters::PromSeries> range =
             prom.QueryRange(*query, clock.Now() - count * step, step, count, nullptr);
         if (!range.ok()) {

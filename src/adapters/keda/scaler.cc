@@ -139,6 +139,7 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, const std::atomic<
   const absl::Duration step = config_.BackfillStep();
   const int64_t count = autoscale::HistoryToRebuild(cfg.policy) / step;
   const absl::Time start = clock_.Now() - count * step;
+  auto stopped = [stop] { return stop != nullptr && stop->load(); };
   auto failed = [&](absl::string_view why) {
     return absl::StrCat(cfg.name, ": history not rebuilt (", why, "); it builds up from now");
   };
@@ -150,14 +151,13 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, const std::atomic<
   for (int64_t done = 0; done < count;) {
     const int64_t n = std::min(count - done, PromClient::kMaxRangePoints);
     std::map<std::string, PromSeries> series;
-    for (const auto& named : cfg.Queries()) {
-      const std::string* query = named.second;
-      if (query->empty() || series.count(*query) > 0) continue;
-      if (stop != nullptr && stop->load()) return "";
+    for (const auto& [name, query] : cfg.DistinctQueries()) {
+      if (stopped()) return "";
       absl::StatusOr<PromSeries> got =
           source_.QueryRange(*query, start + done * step, step, n, stop);
-      if (!got.ok() && stop != nullptr && stop->load()) return "";  // cancelled by the shutdown
-      if (!got.ok()) return failed(absl::StrCat(*query, ": ", got.status().message()));
+      if (!got.ok()) {  // a query the shutdown cancelled is not Prometheus failing
+        return stopped() ? "" : failed(absl::StrCat(*query, ": ", got.status().message()));
+      }
       if (static_cast<int64_t>(got->points.size()) != n) {
         return failed(absl::StrCat(*query, ": ", got->points.size(), " steps for ", n));
       }

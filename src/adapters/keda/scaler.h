@@ -80,7 +80,8 @@ class Scaler {
   // Called every poll interval.
   void PollOnce();
   // Rebuilds what the policy learns from each service's past (the seasonal rule's per-minute
-  // load, the batch per replica) from Prometheus' range queries over
+  // load, the batch per replica, and the scale-down window and idle clock a restart would
+  // otherwise reset) from Prometheus' range queries over
   // autoscale::HistoryToRebuild before now: the service's signals at every BackfillStep(),
   // replayed through DecideReplicas into a state of their own (what this process would have
   // recorded, had it run then), merged into the live state with autoscale::MergeHistory. Polls

@@ -1,5 +1,6 @@
 #include "adapters/keda/scaler_config.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -124,6 +125,17 @@ std::vector<std::string> ScalerConfig::UnreadableFiles() const {
     if (file->empty()) continue;
     absl::StatusOr<std::string> text = ReadFile(*file);
     if (!text.ok()) out.push_back(absl::StrCat(field, ": ", text.status().message()));
+  }
+  return out;
+}
+
+std::vector<std::pair<const char*, const std::string*>> ServiceConfig::DistinctQueries() const {
+  std::vector<std::pair<const char*, const std::string*>> out;
+  for (const auto& [name, query] : Queries()) {
+    if (query->empty()) continue;
+    const bool seen = std::any_of(out.begin(), out.end(),
+                                  [query = query](const auto& q) { return *q.second == *query; });
+    if (!seen) out.emplace_back(name, query);
   }
   return out;
 }

@@ -81,6 +81,17 @@ absl::StatusOr<json> ResponseData(long http_status, const std::string& body) {
   return std::move(j["data"]);
 }
 
+// A query's only series from `result`; nullptr when it has none; an error for several.
+absl::StatusOr<const json*> OneSeries(const json& result) {
+  if (result.empty()) return nullptr;
+  if (result.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Prometheus: the query returned ", result.size(),
+                     " series; aggregate it to one (sum(...), avg(...))"));
+  }
+  return &result[0];
+}
+
 // A credential file, re-read for every query; any failure leaves the signal missing (Unavailable).
 absl::StatusOr<std::string> Secret(const std::string& what, const std::string& file) {
   absl::StatusOr<std::string> secret = ReadSecretFile(file);
@@ -110,20 +121,16 @@ absl::StatusOr<PromValue> ParsePromResponse(long http_status, const std::string&
         absl::StrCat("Prometheus: expected an instant vector or scalar, found ", type,
                      " (use an instant query that returns one number)"));
   }
-  if (result.empty()) {
+  TESSERA_ASSIGN_OR_RETURN(const json* series, OneSeries(result));
+  if (series == nullptr) {
     PromValue v;
     v.empty = true;
     return v;
   }
-  if (result.size() > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Prometheus: the query returned ", result.size(),
-                     " series; aggregate it to one (sum(...), avg(...))"));
-  }
-  if (!result[0].is_object() || !result[0].contains("value")) {
+  if (!series->is_object() || !series->contains("value")) {
     return absl::InternalError("Prometheus: series without a value");
   }
-  return Sample(result[0]["value"]);
+  return Sample((*series)["value"]);
 }
 
 absl::StatusOr<std::vector<std::optional<double>>> ParsePromRangeResponse(long http_status,
@@ -140,16 +147,12 @@ absl::StatusOr<std::vector<std::optional<double>>> ParsePromRangeResponse(long h
         absl::StrCat("Prometheus: expected a range query's matrix, found ", type));
   }
   std::vector<std::optional<double>> points(static_cast<size_t>(std::max<int64_t>(count, 0)));
-  if (result.empty()) return points;  // no series at any step
-  if (result.size() > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Prometheus: the query returned ", result.size(),
-                     " series; aggregate it to one (sum(...), avg(...))"));
-  }
-  if (!result[0].is_object() || !result[0].contains("values") || !result[0]["values"].is_array()) {
+  TESSERA_ASSIGN_OR_RETURN(const json* series, OneSeries(result));
+  if (series == nullptr) return points;  // no series at any step
+  if (!series->is_object() || !series->contains("values") || !(*series)["values"].is_array()) {
     return absl::InternalError("Prometheus: series without values");
   }
-  for (const json& pair : result[0]["values"]) {
+  for (const json& pair : (*series)["values"]) {
     TESSERA_ASSIGN_OR_RETURN(PromValue v, RawSample(pair));
     // Prometheus evaluates at start + k x step exactly; its times are in milliseconds.
     const double k = absl::FDivDuration(v.sampled - start, step);
