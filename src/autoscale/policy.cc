@@ -132,7 +132,7 @@ absl::Duration HistoryToRebuild(const AutoscalePolicy& policy) {
   return std::max(SeasonalHistory(policy), absl::Hours(24));
 }
 
-// The scale-down window and the idle clock, when `past` reaches `live`'s start.
+// The scale-down window, the idle clock and the demand trend, when `past` reaches `live`'s start.
 bool MergeWindow(const AutoscalePolicy& policy, const AutoscaleState& past, AutoscaleState& live) {
   const bool before_first = live.started == absl::InfinitePast();
   if (past.last_fresh == absl::InfinitePast() ||
@@ -146,6 +146,15 @@ bool MergeWindow(const AutoscalePolicy& policy, const AutoscaleState& past, Auto
   }
   window.insert(window.end(), live.recommendations.begin(), live.recommendations.end());
   live.recommendations = std::move(window);
+  // The demand trend's samples (the next decision drops those beyond trendWindow), and the queue
+  // the last decision saw, against which a backlog counts as growing or draining.
+  std::deque<std::pair<absl::Time, double>> demand;
+  for (const auto& sample : past.demand) {
+    if (before_first || sample.first < live.started) demand.push_back(sample);
+  }
+  demand.insert(demand.end(), live.demand.begin(), live.demand.end());
+  live.demand = std::move(demand);
+  if (before_first) live.last_waiting = past.last_waiting;
   live.restart_hold = 0;
   live.last_fresh = std::max(live.last_fresh, past.last_fresh);
   return true;
@@ -227,6 +236,8 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
         // Idle time counts from the first look, not from the epoch.
         state.last_busy = now;
         state.recommendations.clear();
+        state.demand.clear();
+        state.last_waiting = 0;
       }
     }
     // Start from the replicas the service has once they are known (a scaler restarted while

@@ -144,12 +144,14 @@ absl::Duration HistoryToRebuild(const AutoscalePolicy& policy);
 //   it: without it a wake-up from zero asks for a replica per targetQueuePerReplica waiting;
 // - when `past` decided on fresh data up to within staleAfter of `live`'s first decision (it is
 //   the span just before this process started), what a restart otherwise resets: its
-//   scale-down window's recommendations, which replace the hold of the replicas found, and its
-//   idle clock, unless `live` has seen demand since. Merged before `live`'s first decision,
-//   they count only if that decision comes within staleAfter of `past`'s last.
-// Nothing else of `live` changes. Returns false when the window and idle clock were not carried
-// over (`past` made no decision on fresh data, or its last came more than staleAfter before
-// `live`'s first).
+//   scale-down window's recommendations, which replace the hold of the replicas found; its
+//   idle clock, unless `live` has seen demand since; its demand samples within trendWindow
+//   (the trend the projection follows) and, before `live`'s first decision, the queue its last
+//   decision saw (a backlog growing or draining). Merged before `live`'s first decision, they
+//   count only if that decision comes within staleAfter of `past`'s last.
+// Nothing else of `live` changes. Returns false when the window, idle clock and trend were not
+// carried over (`past` made no decision on fresh data, or its last came more than staleAfter
+// before `live`'s first).
 bool MergeHistory(const AutoscalePolicy& policy, const AutoscaleState& past, AutoscaleState& live);
 
 }  // namespace tessera::autoscale

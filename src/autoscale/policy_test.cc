@@ -628,6 +628,59 @@ TEST(AutoscalePolicy, ARestartedScalerKeepsItsWindowAndIdleClockFromTheHistoryBe
       restart + absl::Minutes(10));
 }
 
+TEST(AutoscalePolicy, ARestartedScalerKeepsTheDemandTrendAndTheLastQueueFromTheHistoryBeforeIt) {
+  AutoscalePolicy p;  // trendWindow 60s, coldStart 60s, staleAfter 60s
+  const absl::Time restart = kT0 + absl::Minutes(13), end = kT0 + absl::Minutes(15);
+  // Rising: 4 replicas running full batches of 8, and from 12m a queue growing by 2 every 5 s.
+  auto rising = [](absl::Time t) {
+    const double w = std::max(0.0, absl::ToDoubleSeconds(t - kT0 - absl::Minutes(12)) / 2.5);
+    return At(t, w, 32, 4);
+  };
+  // Draining: a backlog of 150 at 10m on 4 replicas running batches of 8 scales to 8 (4 more
+  // ready at 11m); it then falls by 2 every 5 s at 40 completions a second, so it drains within a
+  // cold start and adds no replica.
+  auto draining = [](absl::Time t) {
+    const double since = absl::ToDoubleSeconds(t - kT0 - absl::Minutes(10));
+    const double waiting = since < 0 ? 0 : std::max(0.0, 150 - since / 2.5);
+    Signals s = since < 60 ? At(t, waiting, 32, 4, since < 0 ? 0 : 4) : At(t, waiting, 64, 8);
+    s.throughput = Sample::At(40, t);
+    return s;
+  };
+  auto run = [&p](const auto& load, AutoscaleState& st, absl::Time from, absl::Time to) {
+    std::vector<int> out;
+    for (absl::Time t = from; t < to; t += absl::Seconds(5)) {
+      out.push_back(DecideReplicas(p, load(t), st, t).replicas);
+    }
+    return out;
+  };
+  for (const auto& [name, load] : {std::pair{"rising", std::function<Signals(absl::Time)>(rising)},
+                                   {"draining", std::function<Signals(absl::Time)>(draining)}}) {
+    SCOPED_TRACE(name);
+    AutoscaleState never;
+    run(load, never, kT0, restart);
+    const AutoscaleState past = never;
+    const std::vector<int> expected = run(load, never, restart, end);
+
+    // Bare, the first decision sees no trend (one sample) and takes the backlog for a growing
+    // one (the last queue seen is 0): it asks for more than the scaler that never restarted.
+    AutoscaleState bare;
+    const std::vector<int> got_bare = run(load, bare, restart, end);
+    ASSERT_FALSE(got_bare.empty());
+    EXPECT_NE(got_bare.front(), expected.front());
+
+    AutoscaleState merged;
+    EXPECT_TRUE(MergeHistory(p, past, merged));
+    EXPECT_EQ(run(load, merged, restart, end), expected);
+
+    // A history ending two minutes before the start carries no trend: as bare.
+    AutoscaleState old_past;
+    run(load, old_past, kT0, restart - absl::Minutes(2));
+    AutoscaleState gap;
+    MergeHistory(p, old_past, gap);
+    EXPECT_EQ(run(load, gap, restart, end), got_bare);
+  }
+}
+
 TEST(AutoscalePolicy, SeasonalKnobsAreChecked) {
   AutoscalePolicy p;
   p.seasonal_repeats = 0;

@@ -206,11 +206,12 @@ int Main(int argc, char** argv) {
                      "tessera's scaler restarted this often (rollouts, evictions): its state "
                      "starts afresh from the replicas there, held for a scale-down window "
                      "(default: never)");
-  sim_as->add_option("--scaler-backfill", simf.scaler_backfill,
-                     "With --scaler-restarts: on (default; with --config its "
-                     "prometheus.backfill) keeps what the policy learned from the past (recurring "
-                     "load, batch per replica, scale-down window, idle clock), as the scaler "
-                     "rebuilds it from Prometheus on start; off loses it");
+  sim_as->add_option(
+      "--scaler-backfill", simf.scaler_backfill,
+      "With --scaler-restarts: on (default; with --config its "
+      "prometheus.backfill) keeps what the policy learned from the past (recurring "
+      "load, batch per replica, scale-down window, idle clock, demand trend), as the "
+      "scaler rebuilds it from Prometheus on start; off loses it");
   sim_as->add_option("--seasonal-periods", simf.seasonal_periods,
                      "tessera's seasonalPeriods: comma-separated periods of recurring load to "
                      "start replicas ahead of (default 1h,24h), or none");

@@ -421,7 +421,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   if (restarts > absl::ZeroDuration()) {
     std::printf(
         "tessera: the scaler restarts every %s, its history (recurring load, batch, window, idle "
-        "clock) %s\n",
+        "clock, trend) %s\n",
         absl::FormatDuration(restarts).c_str(),
         opt.scaler_backfill ? "rebuilt from Prometheus" : "lost");
   }

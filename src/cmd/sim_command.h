@@ -23,8 +23,8 @@ struct SimAutoscaleFlags {
   // decision stepping from the replicas there. With --config, its prometheus.pollInterval.
   std::string poll_interval;
   // tessera's scaler restarted this often ("" = never), its history (recurring load, batch,
-  // scale-down window, idle clock) rebuilt on start unless `scaler_backfill` is "off" ("" = on, or
-  // with --config its prometheus.backfill).
+  // scale-down window, idle clock, trend) rebuilt on start unless `scaler_backfill` is "off" ("" =
+  // on, or with --config its prometheus.backfill).
   std::string scaler_restarts;
   std::string scaler_backfill;
   // tessera's knobs from one service of a `tessera scaler` config (kind ScalerConfig) instead of

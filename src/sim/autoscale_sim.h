@@ -105,7 +105,7 @@ struct SimOptions {
   // The scaler restarted every this many seconds (rollouts, evictions; 0: never): `tessera`'s
   // state starts afresh (from the replicas there, as after a real restart), with what the
   // policy learned from the past (the recurring-load history, the batch per replica, the
-  // scale-down window and idle clock) kept when
+  // scale-down window, idle clock and demand trend) kept when
   // `scaler_backfill` (what the scaler rebuilds from Prometheus' range queries on start) or
   // lost.
   double scaler_restart_every_s = 0;

@@ -333,7 +333,7 @@ for bf in on off; do
     --scaler-restarts 1h --scaler-backfill $bf --json "$WORK/hourly-restarts-$bf.json" \
     >"$WORK/hourly-restarts-$bf.out"
 done
-check "restarts are announced" grep -q "the scaler restarts every 1h, its history (recurring load, batch, window, idle clock) lost" "$WORK/hourly-restarts-off.out"
+check "restarts are announced" grep -q "the scaler restarts every 1h, its history (recurring load, batch, window, idle clock, trend) lost" "$WORK/hourly-restarts-off.out"
 check "restarted hourly: the history rebuilt meets the burst as without restarts; lost, as without the rule" python3 -c "
 import json, sys
 on, off, none, kept = (json.load(open(sys.argv[i]))['runs'][0] for i in (1, 2, 3, 4))

@@ -106,12 +106,14 @@ void DrivePolicy(const uint8_t* data, size_t size) {
     if (d.reason.empty()) __builtin_trap();
   }
   // A history merged into itself (a replay of what the live state saw) changes nothing of what
-  // it saw: the load ring, the window's recommendations (none twice), the idle clock.
+  // it saw: the load ring, the window's recommendations (none twice), the idle clock, the
+  // trend's samples (none twice) and the last queue.
   const AutoscaleState same = state;
   tessera::autoscale::MergeHistory(p, same, state);
   if (state.load_by_minute != same.load_by_minute || state.first_minute != same.first_minute ||
       state.last_minute != same.last_minute || state.recommendations != same.recommendations ||
-      state.last_busy != same.last_busy) {
+      state.last_busy != same.last_busy || state.demand != same.demand ||
+      state.last_waiting != same.last_waiting) {
     __builtin_trap();
   }
 }

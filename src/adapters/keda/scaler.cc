@@ -188,7 +188,7 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, const std::atomic<
   }
   return absl::StrFormat(
       "%s: history rebuilt from Prometheus: %s from %s at %s steps, %.1f%% of them with the "
-      "service's signals; batch %s; scale-down window and idle clock %s",
+      "service's signals; batch %s; scale-down window, idle clock and demand trend %s",
       cfg.name, absl::FormatDuration(count * step),
       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", first, absl::UTCTimeZone()),
       absl::FormatDuration(step), count > 0 ? 100.0 * with_data / count : 0.0,

@@ -80,14 +80,13 @@ class Scaler {
   // Called every poll interval.
   void PollOnce();
   // Rebuilds what the policy learns from each service's past (the seasonal rule's per-minute
-  // load, the batch per replica, and the scale-down window and idle clock a restart would
-  // otherwise reset) from Prometheus' range queries over
-  // autoscale::HistoryToRebuild before now: the service's signals at every BackfillStep(),
-  // replayed through DecideReplicas into a state of their own (what this process would have
-  // recorded, had it run then), merged into the live state with autoscale::MergeHistory. Polls
-  // may run meanwhile. Logs a line per service; a failed query leaves that service's state as it
-  // was. Returns within about a second once *stop is set (the range query in flight is cancelled,
-  // and the services not yet rebuilt log nothing).
+  // load, the batch per replica, and the scale-down window, idle clock and demand trend a restart
+  // would otherwise reset) from Prometheus' range queries over autoscale::HistoryToRebuild before
+  // now: the service's signals at every BackfillStep(), replayed through DecideReplicas into a
+  // state of their own (what this process would have recorded, had it run then), merged into the
+  // live state with autoscale::MergeHistory. Polls may run meanwhile. Logs a line per service; a
+  // failed query leaves that service's state as it was. Returns within about a second once *stop is
+  // set (the range query in flight is cancelled, and the services not yet rebuilt log nothing).
   void Backfill(const std::atomic<bool>* stop = nullptr);
   // NotFound for an unknown service.
   absl::StatusOr<ScalerView> View(const std::string& service) const;

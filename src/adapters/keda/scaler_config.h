@@ -56,8 +56,9 @@ struct ScalerConfig {
   // flight: a poll of many services takes about services / concurrency times one service's.
   int poll_concurrency = 8;
   // On start, rebuild what the policy learns from the services' past (recurring load, batch per
-  // replica, and the scale-down window and idle clock a restart would reset) from Prometheus'
-  // range queries (Scaler::Backfill); each request waits at most prometheus.range_timeout_ms.
+  // replica, and the scale-down window, idle clock and demand trend a restart would reset) from
+  // Prometheus' range queries (Scaler::Backfill); each request waits at most
+  // prometheus.range_timeout_ms.
   bool backfill = true;
   std::string tls_cert_file;  // server certificate (PEM); with tls_key_file enables TLS
   std::string tls_key_file;

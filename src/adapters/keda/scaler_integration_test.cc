@@ -387,9 +387,9 @@ services:
                          ::testing::HasSubstr("job: history rebuilt from Prometheus: 24h from ")))
         << ::testing::PrintToString(log);
     // Scraped up to a minute before the start, within staleAfter (Prometheus answers the steps
-    // after the last scrape with it): the scale-down window and idle clock come back too.
-    EXPECT_THAT(log, ::testing::Contains(
-                         ::testing::EndsWith("; scale-down window and idle clock carried over")))
+    // after the last scrape with it): the scale-down window, idle clock and trend come back too.
+    EXPECT_THAT(log, ::testing::Contains(::testing::EndsWith(
+                         "; scale-down window, idle clock and demand trend carried over")))
         << ::testing::PrintToString(log);
   }
   // The whole ring: three hours, the lead and a minute.

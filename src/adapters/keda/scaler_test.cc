@@ -510,9 +510,10 @@ TEST(Scaler, ARestartedScalerRebuildsTheRecurringLoadFromPrometheus) {
   EXPECT_EQ(replicas, 14) << reason;
   EXPECT_THAT(log,
               ::testing::Contains(HasSubstr("chat: history rebuilt from Prometheus: 72h3m from ")));
-  EXPECT_THAT(log, ::testing::Contains(HasSubstr(
-                       "at 5s steps, 100.0% of them with the service's signals; batch 20 requests "
-                       "per replica; scale-down window and idle clock carried over")));
+  EXPECT_THAT(log,
+              ::testing::Contains(HasSubstr(
+                  "at 5s steps, 100.0% of them with the service's signals; batch 20 requests "
+                  "per replica; scale-down window, idle clock and demand trend carried over")));
   // Without the seasonal rule, the last day (for the batch, which flat never shows).
   EXPECT_THAT(log,
               ::testing::Contains(HasSubstr("flat: history rebuilt from Prometheus: 24h from ")));
