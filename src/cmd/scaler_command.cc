@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -104,19 +105,46 @@ int Check(const std::string& file, const adapters::ScalerConfig& config) {
       const absl::Duration step = config.BackfillStep();
       const int64_t count = std::max<int64_t>(1, absl::Minutes(5) / step);
       std::vector<std::string> samples;  // "queue 60": steps with a sample, per query
-      for (const auto& [label, query] : svc.DistinctQueries()) {
+      // Every refusal, so that one run names all the queries a proxy's allow-list must admit;
+      // but after a timeout the rest are not asked (each would wait as long).
+      std::vector<std::pair<std::string, std::string>> refused;  // query, why
+      bool timed_out = false;
+      const auto queries = svc.DistinctQueries();
+      for (const auto& [label, query] : queries) {
         absl::StatusOr<adapters::PromSeries> range =
             prom.QueryRange(*query, clock.Now() - count * step, step, count, nullptr);
         if (!range.ok()) {
-          history = absl::StrCat("error: ", *query, ": ", range.status().message(),
-                                 " (the scaler serves, but rebuilds no history on start)");
-          break;
+          refused.emplace_back(*query, range.status().message());
+          if (absl::IsDeadlineExceeded(range.status())) {
+            timed_out = true;
+            break;
+          }
+          continue;
         }
         int64_t with = 0;
         for (const std::optional<double>& p : range->points) with += p.has_value() ? 1 : 0;
         samples.push_back(absl::StrCat(label, " ", with));
       }
-      if (history.empty()) {
+      if (!refused.empty()) {
+        const bool alike = std::all_of(refused.begin(), refused.end(), [&](const auto& r) {
+          return r.second == refused[0].second;
+        });
+        if (refused.size() == queries.size() && refused.size() > 1 && alike) {
+          history =
+              absl::StrCat("error: every range query (", refused.size(), "): ", refused[0].second);
+        } else {
+          history = absl::StrCat("error: ",
+                                 absl::StrJoin(refused, "; ", [](std::string* out, const auto& r) {
+                                   absl::StrAppend(out, r.first, ": ", r.second);
+                                 }));
+          if (timed_out && refused.size() + samples.size() < queries.size()) {
+            absl::StrAppend(&history, "; the rest not asked (each could wait as long)");
+          } else if (!samples.empty()) {
+            absl::StrAppend(&history, "; the others answer");
+          }
+        }
+        absl::StrAppend(&history, " (the scaler serves, but rebuilds no history on start)");
+      } else {
         history = absl::StrFormat(
             "range queries answer (the last %s in %d steps; with a sample: %s); %s rebuilt on "
             "start",

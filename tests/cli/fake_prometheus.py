@@ -3,8 +3,8 @@
 # (a vector of one sample stamped now, or for a range query that value at every step),
 # "error" with a bad_data error body (HTTP 400), and no key with an empty vector or matrix; a
 # key "range" set to "error" answers every range query with that error, set to any other text
-# the range queries that contain it. Writes the port it
-# listens on (127.0.0.1, any free port) to PORT_FILE.
+# the range queries that contain it; a key "slowRange" answers the range queries that contain its
+# text only after 2 s. Writes the port it listens on (127.0.0.1, any free port) to PORT_FILE.
 # Usage: fake_prometheus.py ANSWERS.json PORT_FILE
 import http.server, json, sys, urllib.parse, time
 answers = json.load(open(sys.argv[1]))
@@ -24,6 +24,9 @@ class H(http.server.BaseHTTPRequestHandler):
                 break
         else:
             v = None
+        slow = answers.get("slowRange")
+        if ranged and slow is not None and slow in q:
+            time.sleep(2)
         fail = answers.get("range")
         if ranged and fail is not None and (fail == "error" or fail in q):
             v = "error"
@@ -42,8 +45,12 @@ class H(http.server.BaseHTTPRequestHandler):
             body = {"status": "success", "data": {"resultType": "vector", "result": res}}
             code = 200
         b = json.dumps(body).encode()
-        self.send_response(code); self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
+        try:
+            self.send_response(code); self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up waiting (a timeout under test)
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+s.daemon_threads = True
 open(sys.argv[2], "w").write(str(s.server_address[1]))
 s.serve_forever()

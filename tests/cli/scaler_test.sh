@@ -131,15 +131,22 @@ kill "$FAKE"; wait "$FAKE" 2>/dev/null
 fake_prometheus "{$EVERY_SERIES, \"range\": \"error\"}"
 "$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
 check "range queries refused (a proxy that allows instant ones): still exit 0" test $? = 0
-check "  the history named as not rebuilt, with why" \
-  grep -q '^  history     error: sum(kube_deployment_status_replicas_available{namespace="default",deployment="chat"}): Prometheus error (bad_data, HTTP 400): parse error at char 5 (the scaler serves, but rebuilds no history on start)$' "$WORK/out"
+check "  the history named as not rebuilt, with why, once for all" \
+  grep -q '^  history     error: every range query (6): Prometheus error (bad_data, HTTP 400): parse error at char 5 (the scaler serves, but rebuilds no history on start)$' "$WORK/out"
 kill "$FAKE"; wait "$FAKE" 2>/dev/null
-fake_prometheus "{$EVERY_SERIES, \"range\": \"request_success_total\"}"
+fake_prometheus "{$EVERY_SERIES, \"range\": \"vllm:\"}"
 "$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
-check "one query's range refused while the queue's answers: still exit 0" test $? = 0
-check "  that query named, its service's history not rebuilt" \
-  grep -q '^  history     error: sum(rate(vllm:request_success_total{model_name="chat"}\[1m\])): Prometheus error (bad_data, HTTP 400): parse error at char 5 (the scaler serves, but rebuilds no history on start)$' "$WORK/out"
+check "three of a service's range queries refused while the others answer: still exit 0" test $? = 0
+check "  each refused query named, its service's history not rebuilt" \
+  grep -q '^  history     error: sum(vllm:num_requests_waiting{model_name="chat"}): Prometheus error (bad_data, HTTP 400): parse error at char 5; sum(vllm:num_requests_running{model_name="chat"}): Prometheus error (bad_data, HTTP 400): parse error at char 5; sum(rate(vllm:request_success_total{model_name="chat"}\[1m\])): Prometheus error (bad_data, HTTP 400): parse error at char 5; the others answer (the scaler serves, but rebuilds no history on start)$' "$WORK/out"
 check "  the other service's answers" grep -q '^  history     range queries answer (the last 5m in 60 steps; with a sample: ready 60, starting 60, queue 60, activation 60, utilization 60)' "$WORK/out"
+kill "$FAKE"; wait "$FAKE" 2>/dev/null
+fake_prometheus "{$EVERY_SERIES, \"slowRange\": \"vllm:\"}"
+sed 's/timeout: 1s}/timeout: 1s, backfillTimeout: 1s}/' "$WORK/check.yaml" >"$WORK/slow.yaml"
+"$TESSERA" scaler --config "$WORK/slow.yaml" --check >"$WORK/out" 2>&1
+check "a range query past backfillTimeout: still exit 0" test $? = 0
+check "  named, and the service's queries after it not asked (each could wait as long)" \
+  grep -qE '^  history     error: sum\(vllm:num_requests_waiting\{model_name="chat"\}\): .*; the rest not asked \(each could wait as long\) \(the scaler serves, but rebuilds no history on start\)$' "$WORK/out"
 kill "$FAKE"; wait "$FAKE" 2>/dev/null
 "$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
 check "Prometheus gone: exit 2" test $? = 2
