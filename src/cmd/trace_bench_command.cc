@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "adapters/io/files.h"
 #include "adapters/trace/openb_csv.h"
@@ -42,6 +43,27 @@ absl::StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
   if (out.empty()) {
     return absl::InvalidArgumentError("--seeds: no seeds");
   }
+  return out;
+}
+
+// GPU pods whose gpu_spec names none of `models`: they can never be placed, which
+// is more often a node list that does not go with the pods (or a misspelt model) than the
+// workload meant. One line per spec, the commonest first; empty when there are none.
+std::vector<std::string> UnplaceableSpecs(const std::set<std::string>& models,
+                                          const std::vector<placement::gpushare::PodSpec>& pods) {
+  std::map<std::string, int> count;
+  for (const auto& p : pods) {
+    if (p.num_gpu == 0 || p.gpu_spec.empty()) continue;
+    if (std::none_of(p.gpu_spec.begin(), p.gpu_spec.end(),
+                     [&](const std::string& m) { return models.count(m) > 0; })) {
+      ++count[absl::StrJoin(p.gpu_spec, "|")];
+    }
+  }
+  std::vector<std::pair<std::string, int>> sorted(count.begin(), count.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::vector<std::string> out;
+  for (const auto& [spec, n] : sorted) out.push_back(absl::StrCat(spec, " x", n));
   return out;
 }
 
@@ -179,6 +201,16 @@ int RunTraceBench(const TraceBenchFlags& flags) {
   auto pods = adapters::ParseOpenbPods(flags.pods_file, *pods_text);
   if (!pods.ok()) {
     return fail(pods.status());
+  }
+  std::set<std::string> models;  // of the nodes with GPUs
+  for (const auto& n : *nodes) {
+    if (n.gpus > 0) models.insert(n.model);
+  }
+  if (std::vector<std::string> specs = UnplaceableSpecs(models, *pods); !specs.empty()) {
+    std::cerr << "tessera trace-bench: warning: " << flags.pods_file
+              << ": pods whose gpu_spec names no GPU model of " << flags.nodes_file << " ("
+              << absl::StrJoin(models, ", ")
+              << "), so they are never placed: " << absl::StrJoin(specs, ", ") << "\n";
   }
   int64_t total_gpus = 0;
   for (const auto& n : *nodes) {

@@ -99,6 +99,27 @@ check "bad ties refused" grep -q -- '--ties: expected first or random' "$WORK/e4
 check "unwritable --json refused" test $? -eq 1
 check "unwritable --json named" grep -q -- "--json: $WORK/no-such-dir/out.json: no such directory" "$WORK/e6"
 check "unwritable --json refused before the runs" test ! -s "$WORK/o6"
+# GPU-model constraints: "nan" is none (the dataset's README); a spec no node's model meets is
+# named on stderr, with the node list's models, and the run goes on.
+{
+  echo "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec"
+  echo "openb-pod-a,4000,8192,1,500,nan"
+  echo "openb-pod-b,4000,8192,1,500,T4|V100M32"
+  echo "openb-pod-c,4000,8192,1,500,H100"
+  echo "openb-pod-d,4000,8192,1,500,H100"
+  echo "openb-pod-e,4000,8192,1,500,A100|H100"
+} >"$WORK/spec.csv"
+"$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/spec.csv" --policy fgd --seeds 42 \
+  --json "$WORK/spec.json" >"$WORK/o7" 2>"$WORK/e7"
+check "unplaceable GPU specs: still exit 0" test $? -eq 0
+check "  named with the node list's models, commonest first" grep -qx "tessera trace-bench: warning: $WORK/spec.csv: pods whose gpu_spec names no GPU model of $WORK/nodes.csv (G2, T4), so they are never placed: H100 x2, A100|H100 x1" "$WORK/e7"
+printf 'name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\nopenb-pod-a,4000,8192,1,500,nan\n' >"$WORK/nan.csv"
+"$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/nan.csv" --policy fgd --seeds 42 \
+  --json "$WORK/nan.json" >"$WORK/o8" 2>"$WORK/e8"
+check "  a gpu_spec of nan: placed anywhere, no warning" python3 -c "
+import json, sys
+r = json.load(open('$WORK/nan.json'))['runs'][0]
+sys.exit(0 if r['alloc_pct']['100'] > 99 and not open('$WORK/e8').read() else 1)"
 echo "openb-pod-x,1,1,2,500" >>"$WORK/pods.csv"
 "$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" 2>"$WORK/e3"
 check "bad row names line" grep -q 'pods.csv:302: num_gpu 2 with gpu_milli 500' "$WORK/e3"

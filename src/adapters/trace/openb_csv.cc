@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -150,7 +151,10 @@ absl::StatusOr<std::vector<PodSpec>> ParseOpenbPods(const std::string& file,
           file, ":", t->lines[r], ": num_gpu ", p.num_gpu, " with gpu_milli ", p.gpu_milli,
           " (expected 0 with 0, 1 with 1-1000, or several GPUs with 1000)"));
     }
-    if (spec >= 0 && !t->rows[r][spec].empty()) {
+    // No constraint: an empty cell, or "nan" (the dataset's README: a pandas export of an empty
+    // cell); otherwise the models allowed, separated by '|'.
+    if (spec >= 0 && !t->rows[r][spec].empty() &&
+        !absl::EqualsIgnoreCase(t->rows[r][spec], "nan")) {
       p.gpu_spec = absl::StrSplit(t->rows[r][spec], '|', absl::SkipEmpty());
     }
     out.push_back(std::move(p));

@@ -1,6 +1,7 @@
 // Readers of Alibaba's GPU-sharing trace (cluster-trace-gpu-v2023, "openb") CSV files:
 //   nodes: sn,cpu_milli,memory_mib,gpu,model
 //   pods:  name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,qos,pod_phase,creation_time,...]
+// gpu_spec: the GPU models a pod may run on, separated by '|'; empty or "nan": any.
 // Columns are found by header name; errors name the file, line and column.
 #pragma once
 

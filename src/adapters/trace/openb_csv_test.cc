@@ -29,6 +29,13 @@ TEST(OpenbCsv, NodesAndPods) {
   EXPECT_TRUE((*pods)[1].sharing());
   EXPECT_EQ((*pods)[1].gpu_spec, (std::vector<std::string>{"V100M16", "V100M32"}));
   EXPECT_EQ((*pods)[2].gpu_request(), 8000);
+  // "nan" is no constraint (the dataset's README), in any case; "|" alone is none either.
+  auto nan = ParseOpenbPods("n.csv",
+                            "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+                            "a,1,1,1,500,nan\nb,1,1,1,500,NaN\nc,1,1,1,500,|\nd,1,1,1,500,T4\n");
+  ASSERT_TRUE(nan.ok()) << nan.status();
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE((*nan)[i].gpu_spec.empty()) << i;
+  EXPECT_EQ((*nan)[3].gpu_spec, (std::vector<std::string>{"T4"}));
   // multigpu20 has only the first five columns.
   EXPECT_TRUE(
       ParseOpenbPods("m.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,1,1,0,0\n").ok());
