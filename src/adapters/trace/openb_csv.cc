@@ -1,6 +1,7 @@
 #include "adapters/trace/openb_csv.h"
 
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 #include <utility>
 
@@ -65,7 +66,16 @@ absl::StatusOr<int64_t> Int(const std::string& file, const Table& t, size_t row,
                             int64_t min, int64_t max) {
   int64_t v = 0;
   const std::string& cell = t.rows[row][col];
-  if (!absl::SimpleAtoi(cell, &v) || v < min || v > max) {
+  bool ok = absl::SimpleAtoi(cell, &v);
+  double d = 0;
+  // A whole number written as a float ("12000.0": pandas writes an integer column that way once
+  // any cell of it is missing) is that integer.
+  if (!ok && absl::SimpleAtod(cell, &d) && std::isfinite(d) && d == std::floor(d) &&
+      std::abs(d) <= static_cast<double>(max)) {
+    v = static_cast<int64_t>(d);
+    ok = true;
+  }
+  if (!ok || v < min || v > max) {
     return absl::InvalidArgumentError(absl::StrCat(file, ":", t.lines[row], ": column ",
                                                    t.header[col], ": expected an integer from ",
                                                    min, " to ", max, ", found \"", cell, "\""));

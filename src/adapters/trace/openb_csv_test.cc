@@ -36,6 +36,24 @@ TEST(OpenbCsv, NodesAndPods) {
   ASSERT_TRUE(nan.ok()) << nan.status();
   for (int i = 0; i < 3; ++i) EXPECT_TRUE((*nan)[i].gpu_spec.empty()) << i;
   EXPECT_EQ((*nan)[3].gpu_spec, (std::vector<std::string>{"T4"}));
+  // Whole numbers written as floats (pandas, once a column has a missing cell) are read; others
+  // are not.
+  auto floats = ParseOpenbPods("f.csv",
+                               "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+                               "a,12000.0,16384.0,1.0,460.0\n");
+  ASSERT_TRUE(floats.ok()) << floats.status();
+  EXPECT_EQ((*floats)[0].cpu_milli, 12000);
+  EXPECT_EQ((*floats)[0].gpu_milli, 460);
+  EXPECT_THAT(
+      ParseOpenbPods("f.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,12000.5,1,1,460\n")
+          .status()
+          .message(),
+      HasSubstr("f.csv:2: column cpu_milli: expected an integer from 0 to"));
+  EXPECT_THAT(
+      ParseOpenbPods("f.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,nan,1,1,460\n")
+          .status()
+          .message(),
+      HasSubstr("found \"nan\""));
   // multigpu20 has only the first five columns.
   EXPECT_TRUE(
       ParseOpenbPods("m.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,1,1,0,0\n").ok());
