@@ -332,6 +332,18 @@ TEST(LlmTraces, ColumnsByNameAndAByteOrderMark) {
                                              "0,0.5,1,Gamma,1,2\n");
   ASSERT_TRUE(sg_bom.ok()) << sg_bom.status();
   EXPECT_EQ((*sg_bom)[0].start_s, 0);
+  // Blank lines at the end end the file; one within it is a malformed row, with its line.
+  auto trailing = adapters::ParseServeGenTrace("c.csv", "0,0.5,1,Gamma,1,2\r\n\r\n \n\n");
+  ASSERT_TRUE(trailing.ok()) << trailing.status();
+  EXPECT_EQ(trailing->size(), 1u);
+  EXPECT_THAT(adapters::ParseServeGenTrace("c.csv", "0,0.5,1,Gamma,1,2\n\n600,0.5,1,Gamma,1,2\n")
+                  .status()
+                  .message(),
+              HasSubstr("c.csv:2:1: expected 6 fields"));
+  auto az = adapters::ParseAzureLlmTrace(
+      "b.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9,1,2\n\n\n");
+  ASSERT_TRUE(az.ok()) << az.status();
+  EXPECT_EQ(az->size(), 1u);
 }
 
 // A query_range body as Debian's Prometheus 2.42 answered

@@ -20,7 +20,9 @@ std::vector<absl::string_view> Lines(const std::string& text) {
   for (absl::string_view& l : lines) {
     absl::ConsumeSuffix(&l, "\r");
   }
-  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  // Blank lines at the end (an editor's or a script's extra newlines) end the file; one within
+  // it is still a malformed row.
+  while (!lines.empty() && absl::StripAsciiWhitespace(lines.back()).empty()) lines.pop_back();
   return lines;
 }
 
