@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,7 @@
 #include "adapters/io/files.h"
 #include "adapters/trace/openb_csv.h"
 #include "nlohmann/json.hpp"
+#include "placement/gpushare/cluster_state.h"
 #include "sim/trace_bench.h"
 
 namespace tessera::cmd {
@@ -46,24 +48,36 @@ absl::StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
   return out;
 }
 
-// GPU pods whose gpu_spec names none of `models`: they can never be placed, which
-// is more often a node list that does not go with the pods (or a misspelt model) than the
-// workload meant. One line per spec, the commonest first; empty when there are none.
-std::vector<std::string> UnplaceableSpecs(const std::set<std::string>& models,
-                                          const std::vector<placement::gpushare::PodSpec>& pods) {
-  std::map<std::string, int> count;
+// Pods that no node holds even when the whole cluster is empty (the scheduler's own filter on
+// an empty ClusterState): they are never placed, which is more often a node list that does not
+// go with the pods (a GPU model it lacks, pods larger than its nodes) than the workload meant.
+// One entry per request shape, the commonest first; empty when there are none.
+std::vector<std::string> NeverPlaced(const std::vector<placement::gpushare::NodeSpec>& nodes,
+                                     const std::vector<placement::gpushare::PodSpec>& pods) {
+  const placement::gpushare::ClusterState empty(nodes);
+  using Shape = std::tuple<int64_t, int64_t, int, int64_t, std::vector<std::string>>;
+  std::map<Shape, bool> fits;  // per request shape, checked once
+  std::map<Shape, int> never;
   for (const auto& p : pods) {
-    if (p.num_gpu == 0 || p.gpu_spec.empty()) continue;
-    if (std::none_of(p.gpu_spec.begin(), p.gpu_spec.end(),
-                     [&](const std::string& m) { return models.count(m) > 0; })) {
-      ++count[absl::StrJoin(p.gpu_spec, "|")];
+    Shape shape{p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli, p.gpu_spec};
+    auto [it, added] = fits.emplace(shape, false);
+    if (added) {
+      for (int i = 0; i < empty.size() && !it->second; ++i) it->second = empty.Fits(i, p);
     }
+    if (!it->second) ++never[shape];
   }
-  std::vector<std::pair<std::string, int>> sorted(count.begin(), count.end());
+  std::vector<std::pair<Shape, int>> sorted(never.begin(), never.end());
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   std::vector<std::string> out;
-  for (const auto& [spec, n] : sorted) out.push_back(absl::StrCat(spec, " x", n));
+  for (const auto& [shape, n] : sorted) {
+    const auto& [cpu, memory, num_gpu, milli, spec] = shape;
+    std::string gpu = num_gpu == 0   ? "no GPU"
+                      : num_gpu == 1 ? (milli < 1000 ? absl::StrCat(milli, " milli-GPU") : "1 GPU")
+                                     : absl::StrCat(num_gpu, " GPUs");
+    if (num_gpu > 0 && !spec.empty()) absl::StrAppend(&gpu, " of ", absl::StrJoin(spec, "|"));
+    out.push_back(absl::StrCat(cpu, "m CPU, ", memory, " MiB, ", gpu, " x", n));
+  }
   return out;
 }
 
@@ -202,15 +216,23 @@ int RunTraceBench(const TraceBenchFlags& flags) {
   if (!pods.ok()) {
     return fail(pods.status());
   }
-  std::set<std::string> models;  // of the nodes with GPUs
-  for (const auto& n : *nodes) {
-    if (n.gpus > 0) models.insert(n.model);
-  }
-  if (std::vector<std::string> specs = UnplaceableSpecs(models, *pods); !specs.empty()) {
-    std::cerr << "tessera trace-bench: warning: " << flags.pods_file
-              << ": pods whose gpu_spec names no GPU model of " << flags.nodes_file << " ("
-              << absl::StrJoin(models, ", ")
-              << "), so they are never placed: " << absl::StrJoin(specs, ", ") << "\n";
+  if (std::vector<std::string> never = NeverPlaced(*nodes, *pods); !never.empty()) {
+    // What the node list offers, to set beside them: its largest node by each measure, and its
+    // GPU models.
+    int64_t cpu = 0, memory = 0;
+    int gpus = 0;
+    std::set<std::string> models;
+    for (const auto& n : *nodes) {
+      cpu = std::max(cpu, n.cpu_milli);
+      memory = std::max(memory, n.memory_mib);
+      gpus = std::max(gpus, n.gpus);
+      if (n.gpus > 0) models.insert(n.model);
+    }
+    std::cerr << "tessera trace-bench: warning: " << flags.pods_file << ": pods that no node of "
+              << flags.nodes_file
+              << " holds even empty, so they are never placed: " << absl::StrJoin(never, "; ")
+              << " (the most on one node: " << cpu << "m CPU, " << memory << " MiB, " << gpus
+              << " GPUs; GPU models " << absl::StrJoin(models, ", ") << ")\n";
   }
   int64_t total_gpus = 0;
   for (const auto& n : *nodes) {
