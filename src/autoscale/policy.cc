@@ -122,14 +122,19 @@ double Seasonal(const AutoscalePolicy& p, AutoscaleState& st, absl::Time now, do
   return best;
 }
 
-}  // namespace
-
-absl::Duration SeasonalHistory(const AutoscalePolicy& policy) {
-  return absl::Minutes(HistoryMinutes(policy));
-}
-
-absl::Duration HistoryToRebuild(const AutoscalePolicy& policy) {
-  return std::max(SeasonalHistory(policy), absl::Hours(24));
+// `past`'s entries from before `live_started` (all of them when `live` has not decided yet),
+// then `live`'s: a time-ordered record (the window's recommendations, the trend's samples) as
+// one process would have kept it.
+template <typename T>
+std::deque<std::pair<absl::Time, T>> PastThenLive(const std::deque<std::pair<absl::Time, T>>& past,
+                                                  const std::deque<std::pair<absl::Time, T>>& live,
+                                                  absl::Time live_started) {
+  std::deque<std::pair<absl::Time, T>> out;
+  for (const auto& entry : past) {
+    if (live_started == absl::InfinitePast() || entry.first < live_started) out.push_back(entry);
+  }
+  out.insert(out.end(), live.begin(), live.end());
+  return out;
 }
 
 // The scale-down window, the idle clock and the demand trend, when `past` reaches `live`'s start.
@@ -140,24 +145,24 @@ bool MergeWindow(const AutoscalePolicy& policy, const AutoscaleState& past, Auto
     return false;
   }
   if (!live.busy_seen) live.last_busy = past.last_busy;
-  std::deque<std::pair<absl::Time, int>> window;
-  for (const auto& rec : past.recommendations) {
-    if (before_first || rec.first < live.started) window.push_back(rec);
-  }
-  window.insert(window.end(), live.recommendations.begin(), live.recommendations.end());
-  live.recommendations = std::move(window);
+  live.recommendations = PastThenLive(past.recommendations, live.recommendations, live.started);
   // The demand trend's samples (the next decision drops those beyond trendWindow), and the queue
   // the last decision saw, against which a backlog counts as growing or draining.
-  std::deque<std::pair<absl::Time, double>> demand;
-  for (const auto& sample : past.demand) {
-    if (before_first || sample.first < live.started) demand.push_back(sample);
-  }
-  demand.insert(demand.end(), live.demand.begin(), live.demand.end());
-  live.demand = std::move(demand);
+  live.demand = PastThenLive(past.demand, live.demand, live.started);
   if (before_first) live.last_waiting = past.last_waiting;
   live.restart_hold = 0;
   live.last_fresh = std::max(live.last_fresh, past.last_fresh);
   return true;
+}
+
+}  // namespace
+
+absl::Duration SeasonalHistory(const AutoscalePolicy& policy) {
+  return absl::Minutes(HistoryMinutes(policy));
+}
+
+absl::Duration HistoryToRebuild(const AutoscalePolicy& policy) {
+  return std::max(SeasonalHistory(policy), absl::Hours(24));
 }
 
 bool MergeHistory(const AutoscalePolicy& policy, const AutoscaleState& past, AutoscaleState& live) {

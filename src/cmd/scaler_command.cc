@@ -108,17 +108,13 @@ int Check(const std::string& file, const adapters::ScalerConfig& config) {
       // Every refusal, so that one run names all the queries a proxy's allow-list must admit;
       // but after a timeout the rest are not asked (each would wait as long).
       std::vector<std::pair<std::string, std::string>> refused;  // query, why
-      bool timed_out = false;
       const auto queries = svc.DistinctQueries();
       for (const auto& [label, query] : queries) {
         absl::StatusOr<adapters::PromSeries> range =
-            prom.QueryRange(*query, clock.Now() - count * step, step, count, nullptr);
+            prom.QueryRange(*query, clock.Now() - count * step, step, count, /*cancel=*/nullptr);
         if (!range.ok()) {
           refused.emplace_back(*query, range.status().message());
-          if (absl::IsDeadlineExceeded(range.status())) {
-            timed_out = true;
-            break;
-          }
+          if (absl::IsDeadlineExceeded(range.status())) break;
           continue;
         }
         int64_t with = 0;
@@ -137,7 +133,7 @@ int Check(const std::string& file, const adapters::ScalerConfig& config) {
                                  absl::StrJoin(refused, "; ", [](std::string* out, const auto& r) {
                                    absl::StrAppend(out, r.first, ": ", r.second);
                                  }));
-          if (timed_out && refused.size() + samples.size() < queries.size()) {
+          if (refused.size() + samples.size() < queries.size()) {  // a timeout stopped it
             absl::StrAppend(&history, "; the rest not asked (each could wait as long)");
           } else if (!samples.empty()) {
             absl::StrAppend(&history, "; the others answer");

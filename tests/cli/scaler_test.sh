@@ -76,11 +76,11 @@ check "SIGTERM: exit 0" test $? = 0
 PID=
 # --check: one poll against a Prometheus (here a stand-in speaking its query API), every query's
 # answer and the decision printed, exit 0 when all data is fresh, 2 when some is missing.
-check_config() {  # check_config PORT
+check_config() {  # check_config PORT [MORE_PROMETHEUS_KEYS]
   cat <<YAML
 apiVersion: tessera.io/v1alpha1
 kind: ScalerConfig
-prometheus: {url: "http://127.0.0.1:$1", timeout: 1s}
+prometheus: {url: "http://127.0.0.1:$1", timeout: 1s${2:+, $2}}
 services:
   - {name: chat, server: vllm, model: chat, deployment: chat, namespace: default}
   - name: batch
@@ -89,22 +89,29 @@ services:
     activationQuery: 'sum(gateway_pending{service="batch"})'
 YAML
 }
-fake_prometheus() {  # fake_prometheus ANSWERS_JSON: starts it, sets FAKE and FAKE_PORT
+fake_prometheus() {  # fake_prometheus ANSWERS_JSON [MORE_PROMETHEUS_KEYS]: starts it (stopping
+  # the previous one), sets FAKE and FAKE_PORT, and writes check.yaml for it
+  if [ -n "${FAKE:-}" ]; then kill "$FAKE"; wait "$FAKE" 2>/dev/null; fi
   echo "$1" >"$WORK/answers.json"
   rm -f "$WORK/port"
   python3 "$(dirname "${BASH_SOURCE[0]}")/fake_prometheus.py" "$WORK/answers.json" "$WORK/port" &
   FAKE=$!
   for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.05; done
   FAKE_PORT=$(cat "$WORK/port")
-  check_config "$FAKE_PORT" >"$WORK/check.yaml"
+  check_config "$FAKE_PORT" "${2:-}" >"$WORK/check.yaml"
+}
+run_check() {  # run_check ANSWERS_JSON [MORE_PROMETHEUS_KEYS]: --check against a fresh stand-in;
+  # its output in out, its exit status in RC
+  fake_prometheus "$@"
+  "$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
+  RC=$?
 }
 # Every series both services read, for the checks that want all of them there.
 EVERY_SERIES='"replicas_available": 2, "replicas_unavailable": 0, "num_requests_waiting": 9,
   "num_requests_running": 40, "DCGM_FI_DEV_GPU_UTIL": 0.8, "request_success_total": 5,
   "batch_ready": 0, "batch_queue": 0, "gateway_pending": 3'
-fake_prometheus "{$EVERY_SERIES}"
-"$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
-check "--check with every series there: exit 0" test $? = 0
+run_check "{$EVERY_SERIES}"
+check "--check with every series there: exit 0" test "$RC" = 0
 check "each query with its answer" grep -A1 -q 'queue       sum(vllm:num_requests_waiting{model_name="chat"})' "$WORK/out"
 check "  (the value)" grep -q '^      = 9$' "$WORK/out"
 check "the decision it leads to, with why" grep -qE '^  decision    [3-9] replicas: scale up to [3-9]: queue: 9 waiting \+ 40 running' "$WORK/out"
@@ -116,35 +123,27 @@ check "range queries checked for the history rebuilt on start" \
   grep -q '^  history     range queries answer (the last 5m in 60 steps; with a sample: ready 60, starting 60, queue 60, running 60, utilization 60, throughput 60); 72h3m rebuilt on start$' "$WORK/out"
 check "  every query the backfill asks, the activation query too" \
   grep -q '^  history     range queries answer (the last 5m in 60 steps; with a sample: ready 60, starting 60, queue 60, activation 60, utilization 60); 72h3m rebuilt on start$' "$WORK/out"
-kill "$FAKE"; wait "$FAKE" 2>/dev/null
-fake_prometheus '{"replicas_unavailable": 0, "num_requests_waiting": 9, "num_requests_running": 40,
+run_check '{"replicas_unavailable": 0, "num_requests_waiting": 9, "num_requests_running": 40,
   "batch_ready": "error"}'
-"$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
-check "a series missing: exit 2" test $? = 2
+check "a series missing: exit 2" test "$RC" = 2
 check "the query named as finding none" grep -A1 -q 'kube_deployment_status_replicas_available{namespace="default",deployment="chat"}' "$WORK/out"
 check "  (no series)" grep -q '^      = no series$' "$WORK/out"
 check "Prometheus' error shown" grep -q '^      = error: .*parse error at char 5' "$WORK/out"
 check "the decision held" grep -q '^  decision    1 replica (data missing: held): holding at 1' "$WORK/out"
 check "the activation query not read while readiness is unknown" \
   bash -c "grep -A1 '^  activation' '$WORK/out' | grep -q 'not read: it stands in for the queue only while no replica is ready'"
-kill "$FAKE"; wait "$FAKE" 2>/dev/null
-fake_prometheus "{$EVERY_SERIES, \"range\": \"error\"}"
-"$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
-check "range queries refused (a proxy that allows instant ones): still exit 0" test $? = 0
+run_check "{$EVERY_SERIES, \"range\": \"error\"}"
+check "range queries refused (a proxy that allows instant ones): still exit 0" test "$RC" = 0
 check "  the history named as not rebuilt, with why, once for all" \
   grep -q '^  history     error: every range query (6): Prometheus error (bad_data, HTTP 400): parse error at char 5 (the scaler serves, but rebuilds no history on start)$' "$WORK/out"
-kill "$FAKE"; wait "$FAKE" 2>/dev/null
-fake_prometheus "{$EVERY_SERIES, \"range\": \"vllm:\"}"
-"$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
-check "three of a service's range queries refused while the others answer: still exit 0" test $? = 0
+run_check "{$EVERY_SERIES, \"range\": \"vllm:\"}"
+check "three of a service's range queries refused while the others answer: still exit 0" \
+  test "$RC" = 0
 check "  each refused query named, its service's history not rebuilt" \
   grep -q '^  history     error: sum(vllm:num_requests_waiting{model_name="chat"}): Prometheus error (bad_data, HTTP 400): parse error at char 5; sum(vllm:num_requests_running{model_name="chat"}): Prometheus error (bad_data, HTTP 400): parse error at char 5; sum(rate(vllm:request_success_total{model_name="chat"}\[1m\])): Prometheus error (bad_data, HTTP 400): parse error at char 5; the others answer (the scaler serves, but rebuilds no history on start)$' "$WORK/out"
 check "  the other service's answers" grep -q '^  history     range queries answer (the last 5m in 60 steps; with a sample: ready 60, starting 60, queue 60, activation 60, utilization 60)' "$WORK/out"
-kill "$FAKE"; wait "$FAKE" 2>/dev/null
-fake_prometheus "{$EVERY_SERIES, \"slowRange\": \"vllm:\"}"
-sed 's/timeout: 1s}/timeout: 1s, backfillTimeout: 1s}/' "$WORK/check.yaml" >"$WORK/slow.yaml"
-"$TESSERA" scaler --config "$WORK/slow.yaml" --check >"$WORK/out" 2>&1
-check "a range query past backfillTimeout: still exit 0" test $? = 0
+run_check "{$EVERY_SERIES, \"slowRange\": \"vllm:\"}" "backfillTimeout: 1s"
+check "a range query past backfillTimeout: still exit 0" test "$RC" = 0
 check "  named, and the service's queries after it not asked (each could wait as long)" \
   grep -qE '^  history     error: sum\(vllm:num_requests_waiting\{model_name="chat"\}\): .*; the rest not asked \(each could wait as long\) \(the scaler serves, but rebuilds no history on start\)$' "$WORK/out"
 kill "$FAKE"; wait "$FAKE" 2>/dev/null
