@@ -358,7 +358,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   opt.scaler_poll_s = absl::ToDoubleSeconds(poll);
   opt.scaler_restart_every_s = absl::ToDoubleSeconds(restarts);
   opt.scaler_backfill = backfill;
-  if (!requests.empty() && opt.warmup_s >= requests.back().arrival) {
+  if (!requests.empty() && opt.warmup_s > requests.back().arrival) {
     return Fail(absl::StrCat("--warmup ", f.warmup,
                              ": leaves no request to measure (the trace's last ", "arrival is at ",
                              absl::FormatDuration(absl::Seconds(requests.back().arrival)), ")"));

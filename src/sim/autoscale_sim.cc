@@ -160,7 +160,7 @@ std::map<std::string, double> PolicySpec::Params() const {
     return {{"target_queue_per_replica", keda_target_queue}, {"min_replicas", min_replicas}};
   }
   if (kind == "fixed") {
-    return {{"replicas", min_replicas}};
+    return {{"replicas", std::max(1, min_replicas)}};
   }
   if (kind == "clairvoyant") {
     // Simulate adds the cold start it planned with (a simulation option, not a policy knob).

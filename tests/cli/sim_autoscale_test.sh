@@ -152,6 +152,16 @@ n = {d: json.load(open('$WORK/steady-%s.json' % d))['runs'][0]['requests'] for d
 sys.exit(not (1650 <= n['15m'] <= 1950 and 2200 <= n['20m'] <= 2600))"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --warmup 2h 2>"$WORK/err" >/dev/null
 check "a warm-up past the trace's end is refused" grep -q 'leaves no request to measure' "$WORK/err"
+# A warm-up ending at the last arrival still measures it: a one-request trace is a run, not an
+# error; `fixed` at the default --min-replicas 0 runs (and reports) its one replica.
+printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:05.0,100,10\n' >"$WORK/one.csv"
+"$TESSERA" sim autoscale --trace "$WORK/one.csv" --policy tessera,fixed --json "$WORK/one.json" \
+  >/dev/null 2>"$WORK/err"
+check "a one-request trace is measured" python3 -c "
+import json, sys
+runs = json.load(open('$WORK/one.json'))['runs']
+sys.exit(not (len(runs) == 2 and all(r['requests'] == 1 and r['slo_attainment'] == 1 for r in runs)
+              and runs[1]['params']['replicas'] == 1))"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy tessera,magic 2>"$WORK/err" >/dev/null
 check "an unknown policy is named" grep -q 'policy magic: expected tessera, keda-queue, hpa-cpu, fixed or clairvoyant' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --sweep --json "$WORK" 2>"$WORK/err" >"$WORK/dir.out"
