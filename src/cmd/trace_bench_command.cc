@@ -81,6 +81,15 @@ std::vector<std::string> NeverPlaced(const std::vector<placement::gpushare::Node
   return out;
 }
 
+// The first kShapesNamed entries of NeverPlaced's list, and how many more there are.
+std::string ShapeList(const std::vector<std::string>& shapes) {
+  constexpr size_t kShapesNamed = 10;
+  if (shapes.size() <= kShapesNamed) return absl::StrJoin(shapes, "; ");
+  return absl::StrCat(
+      absl::StrJoin(shapes.begin(), shapes.begin() + static_cast<long>(kShapesNamed), "; "),
+      "; and ", shapes.size() - kShapesNamed, " other shapes");
+}
+
 // Where the unallocated GPUs are once 100% has arrived: one column per policy (means over its
 // seeds), a row per failed request shape and per place the free share lies; rows below 0.05
 // GPUs in every column are left out.
@@ -184,7 +193,8 @@ int RunTraceBench(const TraceBenchFlags& flags) {
     return fail(seeds.status());
   }
   if (!(flags.inflate > 0 && flags.inflate <= 10)) {
-    return fail(absl::InvalidArgumentError("--inflate: expected a ratio above 0, such as 1.3"));
+    return fail(absl::InvalidArgumentError(
+        "--inflate: expected a ratio above 0 and at most 10, such as 1.3"));
   }
   placement::gpushare::TieBreak ties;
   if (flags.ties == "first") {
@@ -216,6 +226,22 @@ int RunTraceBench(const TraceBenchFlags& flags) {
   if (!pods.ok()) {
     return fail(pods.status());
   }
+  // Arrivals and allocation are shares of the GPU capacity: without GPUs on the nodes or GPU
+  // requests among the pods there is nothing to measure (and no inflation would end).
+  int64_t total_gpus = 0;
+  for (const auto& n : *nodes) {
+    total_gpus += n.gpus;
+  }
+  if (total_gpus == 0) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        flags.nodes_file, ": no node has a GPU (every gpu is 0), and allocation is a share of ",
+        "the GPU capacity; use a GPU node list such as openb_node_list_gpu_node.csv")));
+  }
+  if (std::none_of(pods->begin(), pods->end(), [](const auto& p) { return p.num_gpu > 0; })) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        flags.pods_file, ": no pod asks for a GPU (every num_gpu is 0), and arrivals are ",
+        "counted as a share of the GPU capacity, which CPU-only pods never reach")));
+  }
   if (std::vector<std::string> never = NeverPlaced(*nodes, *pods); !never.empty()) {
     // What the node list offers, to set beside them: its largest node by each measure, and its
     // GPU models.
@@ -230,13 +256,9 @@ int RunTraceBench(const TraceBenchFlags& flags) {
     }
     std::cerr << "tessera trace-bench: warning: " << flags.pods_file << ": pods that no node of "
               << flags.nodes_file
-              << " holds even empty, so they are never placed: " << absl::StrJoin(never, "; ")
+              << " holds even empty, so they are never placed: " << ShapeList(never)
               << " (the most on one node: " << cpu << "m CPU, " << memory << " MiB, " << gpus
               << " GPUs; GPU models " << absl::StrJoin(models, ", ") << ")\n";
-  }
-  int64_t total_gpus = 0;
-  for (const auto& n : *nodes) {
-    total_gpus += n.gpus;
   }
   std::vector<std::string> policies = absl::StrSplit(flags.policies, ',', absl::SkipEmpty());
   if (!flags.baseline.empty() &&

@@ -136,6 +136,13 @@ absl::StatusOr<RunResult> RunTraceBench(const std::vector<NodeSpec>& nodes,
   for (const PodSpec& p : pods) {
     requested += static_cast<double>(p.gpu_request());
   }
+  // Arrivals are counted in GPU capacity: without GPUs, or without GPU pods to draw, inflation
+  // would never reach its goal.
+  if (capacity <= 0 || requested <= 0 || !(inflate > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trace-bench needs GPUs on the nodes (", capacity / 1000, "), pods asking for them (",
+        requested / 1000, " GPUs) and an inflation above 0 (", inflate, ")"));
+  }
   if (requested <= goal) {
     while (true) {
       int i = static_cast<int>(rng.UniformInt(0, static_cast<int64_t>(pods.size()) - 1));

@@ -69,6 +69,21 @@ TEST(TraceBench, DeflationRemovesPods) {
   EXPECT_EQ(r->failed_pods, 0);
 }
 
+// Arrivals are counted in GPU capacity: a cluster without GPUs or a trace without GPU pods is
+// refused, not replayed for ever (CPU-only pods never reach the goal of the inflation).
+TEST(TraceBench, RefusesATraceWithoutGpusOnEitherSide) {
+  std::vector<PodSpec> cpu_only = Pods();
+  for (PodSpec& p : cpu_only) p.num_gpu = 0, p.gpu_milli = 0;
+  absl::StatusOr<RunResult> r = RunTraceBench(Nodes(), cpu_only, "fgd", 42, 1.3);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  std::vector<NodeSpec> no_gpus = Nodes();
+  for (NodeSpec& n : no_gpus) n.gpus = 0;
+  r = RunTraceBench(no_gpus, Pods(), "fgd", 42, 1.3);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_EQ(RunTraceBench(Nodes(), Pods(), "fgd", 42, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 PodSpec Ask(int64_t cpu, int64_t mem, int num_gpu, int64_t milli) {
   PodSpec p;
   p.cpu_milli = cpu;

@@ -123,6 +123,28 @@ check "  a gpu_spec of nan: placed anywhere, no warning" python3 -c "
 import json, sys
 r = json.load(open('$WORK/nan.json'))['runs'][0]
 sys.exit(0 if r['alloc_pct']['100'] > 99 and not open('$WORK/e8').read() else 1)"
+# More than ten shapes never placed: the ten commonest are named, the rest counted.
+{
+  echo "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec"
+  for i in $(seq 1 12); do echo "openb-pod-big$i,$((100000 + i)),8192,1,500,"; done
+  echo "openb-pod-fits,4000,8192,1,500,"
+} >"$WORK/big.csv"
+"$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/big.csv" --policy fgd --seeds 42 \
+  >/dev/null 2>"$WORK/e9"
+check "  more than ten shapes: ten named, the rest counted" \
+  grep -q "100010m CPU, 8192 MiB, 500 milli-GPU x1; and 2 other shapes (the most on one node" "$WORK/e9"
+# Arrivals and allocation are shares of the GPU capacity: CPU-only pods (which never reach it:
+# the inflation used to run until memory ran out) and a node list without GPUs are refused.
+printf 'name,cpu_milli,memory_mib,num_gpu,gpu_milli\nopenb-pod-a,4000,8192,0,0\n' >"$WORK/cpu.csv"
+timeout 60 "$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/cpu.csv" --seeds 42 \
+  >/dev/null 2>"$WORK/e10"
+check "CPU-only pods refused" test $? -eq 1
+check "  and why" grep -q "cpu.csv: no pod asks for a GPU (every num_gpu is 0)" "$WORK/e10"
+printf 'sn,cpu_milli,memory_mib,gpu,model\nopenb-node-a,96000,786432,0,\n' >"$WORK/cpunodes.csv"
+"$TESSERA" trace-bench --nodes "$WORK/cpunodes.csv" --pods "$WORK/nan.csv" --seeds 42 \
+  >/dev/null 2>"$WORK/e11"
+check "a node list without GPUs refused" test $? -eq 1
+check "  and why" grep -q "cpunodes.csv: no node has a GPU (every gpu is 0)" "$WORK/e11"
 echo "openb-pod-x,1,1,2,500" >>"$WORK/pods.csv"
 "$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" 2>"$WORK/e3"
 check "bad row names line" grep -q 'pods.csv:302: num_gpu 2 with gpu_milli 500' "$WORK/e3"
