@@ -168,6 +168,13 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       (!f.duration.empty() && !Duration("--duration", f.duration, &duration, &error))) {
     return Fail(error);
   }
+  if (duration <= absl::ZeroDuration()) {
+    return Fail(absl::StrCat("--duration ", f.duration, ": expected more than 0s"));
+  }
+  if (f.min_replicas < 0 || f.min_replicas > sim::SimOptions().max_replicas) {
+    return Fail(absl::StrCat("--min-replicas ", f.min_replicas, ": expected 0 to ",
+                             sim::SimOptions().max_replicas, " (the simulator's most replicas)"));
+  }
   std::optional<std::vector<absl::Duration>> seasonal_periods;  // unset: the defaults
   if (!f.seasonal_periods.empty()) {
     seasonal_periods.emplace();
@@ -358,7 +365,16 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   opt.scaler_poll_s = absl::ToDoubleSeconds(poll);
   opt.scaler_restart_every_s = absl::ToDoubleSeconds(restarts);
   opt.scaler_backfill = backfill;
-  if (!requests.empty() && opt.warmup_s > requests.back().arrival) {
+  if (requests.empty()) {
+    // An idle service is a result (what its floor of replicas costs: bench/servegen-frontiers
+    // counts such clients), but its SLO attainment is that of no requests: say so.
+    std::cerr << "tessera sim autoscale: warning: --trace " << f.trace << ": no request to replay"
+              << (f.duration.empty() ? ""
+                                     : absl::StrCat(" in its first ", f.duration, " (--duration)"))
+              << " at --rate-scale " << f.rate_scale
+              << ": the runs measure an idle service (GPU-hours; an SLO attainment of 100% of no "
+                 "requests)\n";
+  } else if (opt.warmup_s > requests.back().arrival) {
     return Fail(absl::StrCat("--warmup ", f.warmup,
                              ": leaves no request to measure (the trace's last ", "arrival is at ",
                              absl::FormatDuration(absl::Seconds(requests.back().arrival)), ")"));

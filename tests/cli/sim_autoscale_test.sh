@@ -162,6 +162,21 @@ import json, sys
 runs = json.load(open('$WORK/one.json'))['runs']
 sys.exit(not (len(runs) == 2 and all(r['requests'] == 1 and r['slo_attainment'] == 1 for r in runs)
               and runs[1]['params']['replicas'] == 1))"
+# An idle service is measured (what its floor costs) with a warning that its SLO attainment is
+# of no requests; --duration 0s is refused; flags are named.
+"$TESSERA" sim autoscale --trace "$WORK/one.csv" --duration 0s 2>"$WORK/err" >/dev/null
+check "--duration 0s is refused" grep -q -- '--duration 0s: expected more than 0s' "$WORK/err"
+printf '0,0,1,Gamma,1,0.5\n600,0,1,Gamma,1,0.5\n' >"$WORK/idle.csv"
+"$TESSERA" sim autoscale --trace "$WORK/idle.csv" --format servegen --min-replicas 1 \
+  --json "$WORK/idle.json" 2>"$WORK/err" >/dev/null
+check "a trace with no request to replay is measured" python3 -c "
+import json, sys
+r = json.load(open('$WORK/idle.json'))['runs'][0]
+sys.exit(not (r['requests'] == 0 and abs(r['gpu_hours'] - 20 / 60) < 0.01))"
+check "  with a warning" grep -q "warning: --trace $WORK/idle.csv: no request to replay at --rate-scale 1: the runs measure an idle service" "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/one.csv" --min-replicas 1000 2>"$WORK/err" >/dev/null
+check "--min-replicas beyond the simulator's ceiling is named" \
+  grep -q -- "--min-replicas 1000: expected 0 to 200 (the simulator's most replicas)" "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy tessera,magic 2>"$WORK/err" >/dev/null
 check "an unknown policy is named" grep -q 'policy magic: expected tessera, keda-queue, hpa-cpu, fixed or clairvoyant' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --sweep --json "$WORK" 2>"$WORK/err" >"$WORK/dir.out"
