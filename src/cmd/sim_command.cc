@@ -278,6 +278,8 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   sim::ServingModel model;
   std::vector<sim::SimRequest> requests;
   double horizon = absl::ToDoubleSeconds(duration);
+  // Where the trace ends, when it says (its windows do; an Azure trace ends at its last arrival).
+  double trace_end = 0;
   // The replay holds every request in memory (about 130 bytes each, measured: docs/
   // autoscaling.md), so a trace and scale beyond 100 million requests (about 13 GB) are refused
   // before synthesis rather than killed minutes into it. `peak` says where most come from.
@@ -336,6 +338,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     if (auto failed = too_many(expected, peak)) return *failed;
     requests = sim::SynthesizeRequests(w, model, f.rate_scale, f.context_tokens, f.generated_tokens,
                                        f.seed);
+    if (!w.empty()) trace_end = w.back().start_s + w.back().length_s;
   } else if (f.format == "prom-range") {
     auto steps = adapters::ParsePromRangeRate(f.trace, *text);
     if (!steps.ok()) return Fail(std::string(steps.status().message()));
@@ -353,6 +356,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     if (auto failed = too_many(expected, peak)) return *failed;
     requests = sim::SynthesizeRequests(w, model, f.rate_scale, f.context_tokens, f.generated_tokens,
                                        f.seed);
+    if (!w.empty()) trace_end = w.back().start_s + w.back().length_s;
   } else {
     return Fail(absl::StrCat("--format ", f.format, ": expected azure, servegen or prom-range"));
   }
@@ -365,6 +369,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   opt.scaler_poll_s = absl::ToDoubleSeconds(poll);
   opt.scaler_restart_every_s = absl::ToDoubleSeconds(restarts);
   opt.scaler_backfill = backfill;
+  opt.end_s = trace_end;
   if (requests.empty()) {
     // An idle service is a result (what its floor of replicas costs: bench/servegen-frontiers
     // counts such clients), but its SLO attainment is that of no requests: say so.

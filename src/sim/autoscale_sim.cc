@@ -434,13 +434,14 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
     }
     bool any_active = false;
     for (const Replica& r : reps) any_active = any_active || !r.active.empty();
-    if (next >= requests.size() && queue.empty() && !any_active) break;
+    if (next >= requests.size() && queue.empty() && !any_active && t >= opt.end_s) break;
 
-    // Idle: jump to the next event (arrival, readiness or controller tick).
+    // Idle: jump to the next event (arrival, readiness, controller tick or the trace's end).
     double step = dt;
     if (!any_active && queue.empty()) {
       double until = std::min({next_sync, next_poll, next_decide});
       if (next < requests.size()) until = std::min(until, requests[next].arrival);
+      if (t < opt.end_s) until = std::min(until, opt.end_s);
       for (const Replica& r : reps) {
         if (r.phase == Phase::kStarting) until = std::min(until, r.ready_at);
       }
@@ -497,7 +498,8 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
       if (clairvoyant) {
         // Past the plan's end (the last arrival), hold until the last request is served.
         size_t second = static_cast<size_t>(t);
-        int want = second < plan.size() ? plan[second] : current;
+        // Past it with nothing left to serve, foresight knows that nothing comes: none.
+        int want = second < plan.size() ? plan[second] : waiting > 0 || running > 0 ? current : 0;
         set_replicas(waiting > 0 ? std::max(want, 1) : want, t);
       } else if (spec.kind == "tessera") {
         if (decide_period <= 0) {

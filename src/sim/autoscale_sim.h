@@ -110,6 +110,11 @@ struct SimOptions {
   // lost.
   double scaler_restart_every_s = 0;
   bool scaler_backfill = true;
+  // Where the trace ends (a ServeGen file's last window, a query_range body's last step, or
+  // --duration): the run goes on without arrivals until then, or until the last request is
+  // served if that is later, so that the replicas each policy keeps through an idle tail are
+  // paid for as those through an idle start are. 0: the last request served ends the run.
+  double end_s = 0;
 };
 
 // The `clairvoyant` reference: not a policy anyone can deploy (it reads the trace's future

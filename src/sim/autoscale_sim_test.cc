@@ -152,6 +152,45 @@ TEST(AutoscaleSim, HpaCpuNeverScalesToZeroAndKedaQueueDoes) {
   EXPECT_GE(k.cold_starts, 1);
 }
 
+// A trace that ends after its last request (a ServeGen client idle for its last days) is
+// measured to its end: what each policy keeps through the idle tail is paid for, as through an
+// idle start. Ten minutes of load that keeps two replicas busy, then an idle tail to 24 hours.
+TEST(AutoscaleSim, TheIdleTailUpToTheTracesEndIsPaidForAsTheStartIs) {
+  ServingModel m;
+  std::vector<SimRequest> reqs = Steady(600, 0.25, 0.5);
+  SimOptions at_last;
+  SimOptions at_end;
+  at_end.end_s = 24 * 3600;
+  PolicySpec warm;
+  warm.kind = "tessera";
+  warm.tessera.min_replicas = 1;
+  warm.min_replicas = 1;
+  PolicySpec zero;
+  zero.kind = "tessera";
+  PolicySpec foresight;
+  foresight.kind = "clairvoyant";
+  EXPECT_NEAR(Simulate(reqs, m, at_last, Fixed(3)).gpu_hours, 3 * 600.0 / 3600, 0.01);
+  EXPECT_NEAR(Simulate(reqs, m, at_end, Fixed(3)).gpu_hours, 3 * 24, 0.01);
+  // A warm floor of one pays one replica for the rest of the day; scaling to zero pays for what
+  // it holds through the idle timeout (10 minutes) and KEDA's cooldown after the load, not for
+  // the rest of the day; foresight for its plan, which ends with the load.
+  SimResult w = Simulate(reqs, m, at_end, warm);
+  SimResult z = Simulate(reqs, m, at_end, zero);
+  SimResult z_last = Simulate(reqs, m, at_last, zero);
+  // Measured: warm 25.28 GPU-hours; to zero 1.62 to the day's end, 0.92 to the last request.
+  EXPECT_GT(w.gpu_hours, 24);
+  EXPECT_LT(w.gpu_hours, 24 + w.peak_replicas * 1800.0 / 3600);
+  // At zero no sooner than one replica's idle timeout after the load, and no later than the
+  // peak's idle timeout plus KEDA's cooldown (the scale-down window runs within the former).
+  EXPECT_GT(z.gpu_hours - z_last.gpu_hours, 600.0 / 3600);
+  EXPECT_LT(z.gpu_hours - z_last.gpu_hours, z.peak_replicas * 900.0 / 3600);
+  EXPECT_EQ(z.requests, 2400);
+  EXPECT_LT(Simulate(reqs, m, at_end, foresight).gpu_hours, 3 * 700.0 / 3600);
+  // The measured requests and their waits do not depend on where the trace ends.
+  EXPECT_EQ(z.slo_attainment, z_last.slo_attainment);
+  EXPECT_EQ(z.p99_wait_s, z_last.p99_wait_s);
+}
+
 TEST(AutoscaleSim, ClairvoyantPlanStartsAColdStartAheadAndBridgesShortGaps) {
   // 30 replica-seconds arrive in second 100: over a 10 s window at utilisation 1 that needs 3
   // replicas in seconds 91-100, so they start at 91 - 61 = 30 (cold start 60 s + 1 s).
