@@ -291,7 +291,11 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
     ~LastWaiting() { st.last_waiting = value; }
   } remember{state, waiting};
   state.last_fresh = now;
-  if (demand > 0) {
+  // Busy: requests waiting or running now, or completed lately. The gauges are instants, and a
+  // service taking a short request every minute shows none running at almost every sample; the
+  // completion rate (a counter's rate over its window) sees every request.
+  const bool completing = Fresh(s.throughput, p, now) && s.throughput.value > 0;
+  if (demand > 0 || completing) {
     state.last_busy = now;
     state.busy_seen = true;
   }
@@ -401,7 +405,7 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
   if (want == 0 && idle_long && state.current > 0) {
     // Idle for the whole timeout: that is the stabilisation for zero; no window on top.
     next = 0;
-    d.reason = absl::StrCat("scale to zero: no request waiting or running for ",
+    d.reason = absl::StrCat("scale to zero: no request waiting, running or completed for ",
                             absl::FormatDuration(p.idle_timeout));
   } else if (want > state.current) {
     int limit =

@@ -32,7 +32,8 @@ struct AutoscalePolicy {
   double utilization_band = 0.10;  // +/- around the target
   int min_replicas = 0;            // warm baseline; 0 allows scale to zero
   int max_replicas = 100;
-  // Scale to zero only after this long with no request waiting or running.
+  // Scale to zero only after this long with no request waiting or running, nor completed (the
+  // throughput signal, when there is one).
   absl::Duration idle_timeout = absl::Minutes(10);
   // From zero, scale to one when more than this many requests wait (strictly more).
   double activation_threshold = 0;

@@ -175,6 +175,54 @@ TEST(AutoscalePolicy, ScaleToZeroOnlyAfterIdleTimeoutAndBackOnActivation) {
   EXPECT_THAT(d.reason, HasSubstr("activation"));
 }
 
+// Short requests now and then show none running at almost every sample; the completion rate
+// sees each of them, so the service is not idle while it completes requests. A stale rate
+// says nothing, and once the rate is 0 the idle clock runs.
+TEST(AutoscalePolicy, RequestsCompletedLatelyKeepTheIdleClockFromRunning) {
+  AutoscalePolicy p;  // idleTimeout 10m, staleAfter 60s
+  p.activation_threshold = 0;
+  AutoscaleState st;
+  absl::Time t = kT0;
+  DecideReplicas(p, At(t, 0, 1, 1), st, t);
+  auto quiet = [&](absl::Time at, std::optional<double> completed, absl::Time rate_at) {
+    Signals s = At(at, 0, 0, 1, 0, 0.0);
+    if (completed) s.throughput = Sample::At(*completed, rate_at);
+    return DecideReplicas(p, s, st, at);
+  };
+  // 30 minutes of one request a minute, none running at any sample: held at one.
+  for (int i = 0; i < 360; ++i) {
+    t += absl::Seconds(5);
+    Decision d = quiet(t, 1.0 / 60, t);
+    ASSERT_EQ(d.replicas, 1) << i << " " << d.reason;
+  }
+  // The rate stops updating (Prometheus stopped answering for it): once older than staleAfter
+  // it keeps nothing busy, and the idle clock runs from the last decision it was fresh at.
+  const absl::Time last_rate = t;
+  Decision d;
+  while (t + absl::Seconds(5) < last_rate + p.stale_after + p.idle_timeout) {
+    t += absl::Seconds(5);
+    d = quiet(t, 1.0 / 60, last_rate);
+    ASSERT_EQ(d.replicas, 1) << d.reason;
+  }
+  t += absl::Seconds(5);
+  d = quiet(t, 1.0 / 60, last_rate);
+  EXPECT_EQ(d.replicas, 0) << d.reason;
+  // Zero idleTimeout after the last fresh rate, as the message says.
+  EXPECT_EQ(t, last_rate + p.stale_after + p.idle_timeout);
+  EXPECT_THAT(d.reason, HasSubstr("no request waiting, running or completed for 10m"));
+  // The same with a fresh rate of 0: idle, to zero after idleTimeout.
+  AutoscaleState fresh;
+  st = fresh;
+  t = kT0;
+  DecideReplicas(p, At(t, 0, 1, 1), st, t);
+  for (int i = 0; i < 119; ++i) {
+    t += absl::Seconds(5);
+    ASSERT_EQ(quiet(t, 0.0, t).replicas, 1) << i;
+  }
+  t += absl::Seconds(5);
+  EXPECT_EQ(quiet(t, 0.0, t).replicas, 0);
+}
+
 TEST(AutoscalePolicy, AWakeUpsBacklogHoldsNoReplicaOnceItIsServed) {
   AutoscalePolicy p;  // 10-minute window, 60 s cold start, steps +max(4, 100%), -max(2, 25%)
   p.trend_window = absl::ZeroDuration();  // no projection: the queue rule alone
