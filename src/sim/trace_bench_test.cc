@@ -73,7 +73,10 @@ TEST(TraceBench, DeflationRemovesPods) {
 // refused, not replayed for ever (CPU-only pods never reach the goal of the inflation).
 TEST(TraceBench, RefusesATraceWithoutGpusOnEitherSide) {
   std::vector<PodSpec> cpu_only = Pods();
-  for (PodSpec& p : cpu_only) p.num_gpu = 0, p.gpu_milli = 0;
+  for (PodSpec& p : cpu_only) {
+    p.num_gpu = 0;
+    p.gpu_milli = 0;
+  }
   absl::StatusOr<RunResult> r = RunTraceBench(Nodes(), cpu_only, "fgd", 42, 1.3);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
   std::vector<NodeSpec> no_gpus = Nodes();
