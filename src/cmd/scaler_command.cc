@@ -85,6 +85,14 @@ int Check(const std::string& file, const adapters::ScalerConfig& config) {
       }
       std::printf("  %-11s %s\n      = %s\n", label, query->c_str(), answer.c_str());
     }
+    if (svc.throughput_query.empty()) {
+      // Optional, but what it is for goes without it (docs/autoscaling.md, steps 4 and 5).
+      std::printf(
+          "  %-11s none: idleness is read from the waiting and running gauges alone, which miss "
+          "short requests, and every backlog is scaled up for, even one that drains before a "
+          "cold start (set throughputQuery, or server: vllm, triton or tgi)\n",
+          "throughput");
+    }
     absl::StatusOr<adapters::ScalerView> view = scaler.View(svc.name);
     if (!view.ok()) {  // not for a service of the config; kept total all the same
       std::printf("  decision    none: %s\n", std::string(view.status().message()).c_str());

@@ -119,6 +119,8 @@ check "at zero the activation query is read, the queue not" \
   bash -c "grep -A1 '^  activation' '$WORK/out' | grep -q '= 3' && grep -A1 'sum(batch_queue)' '$WORK/out' | grep -q 'not read: no replica is ready'"
 check "its utilisation read but not used at zero" grep -q '^      = 0.8 (not used while no replica is ready)$' "$WORK/out"
 check "and wakes the service" grep -q '^  decision    1 replica: .*activation from zero' "$WORK/out"
+check "a service without a throughput query is told what it goes without" \
+  bash -c "test \$(grep -c '^  throughput  none: idleness is read from the waiting and running gauges alone' '$WORK/out') = 1 && sed -n '/^batch$/,\$p' '$WORK/out' | grep -q '^  throughput  none: '"
 check "range queries checked for the history rebuilt on start" \
   grep -q '^  history     range queries answer (the last 5m in 60 steps; with a sample: ready 60, starting 60, queue 60, running 60, utilization 60, throughput 60); 72h3m rebuilt on start$' "$WORK/out"
 check "  every query the backfill asks, the activation query too" \
