@@ -278,7 +278,8 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   sim::ServingModel model;
   std::vector<sim::SimRequest> requests;
   double horizon = absl::ToDoubleSeconds(duration);
-  // Where the trace ends, when it says (its windows do; an Azure trace ends at its last arrival).
+  // Where the trace ends, when it says (its windows do, and --duration; an Azure trace otherwise
+  // ends at its last arrival).
   double trace_end = 0;
   // The replay holds every request in memory (about 130 bytes each, measured: docs/
   // autoscaling.md), so a trace and scale beyond 100 million requests (about 13 GB) are refused
@@ -312,6 +313,8 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     for (const adapters::LlmRequestRow& r : *rows) {
       if (r.arrival_s < horizon) tr.push_back({r.arrival_s, r.context_tokens, r.generated_tokens});
     }
+    // Cut by --duration, the trace ends at the cut; otherwise at its last arrival.
+    if (!rows->empty() && rows->back().arrival_s >= horizon) trace_end = horizon;
     if (auto failed = too_many(static_cast<double>(tr.size()) * f.rate_scale,
                                absl::StrCat(tr.size(), " rows"))) {
       return *failed;

@@ -174,6 +174,15 @@ import json, sys
 r = json.load(open('$WORK/idle.json'))['runs'][0]
 sys.exit(not (r['requests'] == 0 and abs(r['gpu_hours'] - 20 / 60) < 0.01))"
 check "  with a warning" grep -q "warning: --trace $WORK/idle.csv: no request to replay at --rate-scale 1: the runs measure an idle service" "$WORK/err"
+# An Azure trace cut by --duration ends at the cut: a static replica pays up to it, not only up
+# to the last arrival before it (0 s here; the next is at 10 minutes).
+printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:00:00.0,100,10\n2023-11-16 18:10:00.0,100,10\n' >"$WORK/gap.csv"
+"$TESSERA" sim autoscale --trace "$WORK/gap.csv" --policy fixed --duration 5m --json "$WORK/gap.json" \
+  >/dev/null 2>&1
+check "an Azure trace cut by --duration is measured to the cut" python3 -c "
+import json, sys
+r = json.load(open('$WORK/gap.json'))['runs'][0]
+sys.exit(not (r['requests'] == 1 and abs(r['gpu_hours'] - 300 / 3600) < 0.001))"
 "$TESSERA" sim autoscale --trace "$WORK/one.csv" --min-replicas 1000 2>"$WORK/err" >/dev/null
 check "--min-replicas beyond the simulator's ceiling is named" \
   grep -q -- "--min-replicas 1000: expected 0 to 200 (the simulator's most replicas)" "$WORK/err"
