@@ -171,9 +171,10 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   if (duration <= absl::ZeroDuration()) {
     return Fail(absl::StrCat("--duration ", f.duration, ": expected more than 0s"));
   }
-  if (f.min_replicas < 0 || f.min_replicas > sim::SimOptions().max_replicas) {
-    return Fail(absl::StrCat("--min-replicas ", f.min_replicas, ": expected 0 to ",
-                             sim::SimOptions().max_replicas, " (the simulator's most replicas)"));
+  if (const int most = sim::SimOptions().max_replicas;
+      f.min_replicas < 0 || f.min_replicas > most) {
+    return Fail(absl::StrCat("--min-replicas ", f.min_replicas, ": expected 0 to ", most,
+                             " (the simulator's most replicas)"));
   }
   std::optional<std::vector<absl::Duration>> seasonal_periods;  // unset: the defaults
   if (!f.seasonal_periods.empty()) {

@@ -8,7 +8,6 @@
 #include <iostream>
 #include <map>
 #include <set>
-#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -55,11 +54,11 @@ absl::StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
 std::vector<std::string> NeverPlaced(const std::vector<placement::gpushare::NodeSpec>& nodes,
                                      const std::vector<placement::gpushare::PodSpec>& pods) {
   const placement::gpushare::ClusterState empty(nodes);
-  using Shape = std::tuple<int64_t, int64_t, int, int64_t, std::vector<std::string>>;
+  using Shape = placement::gpushare::PodSpec::RequestKey;
   std::map<Shape, bool> fits;  // per request shape, checked once
   std::map<Shape, int> never;
   for (const auto& p : pods) {
-    Shape shape{p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli, p.gpu_spec};
+    Shape shape = p.request_key();
     auto [it, added] = fits.emplace(shape, false);
     if (added) {
       for (int i = 0; i < empty.size() && !it->second; ++i) it->second = empty.Fits(i, p);

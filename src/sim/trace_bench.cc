@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "base/clock.h"
@@ -161,12 +160,11 @@ absl::StatusOr<RunResult> RunTraceBench(const std::vector<NodeSpec>& nodes,
   }
 
   // Pod classes for the score cache: equal requests and allowed models.
-  std::map<std::tuple<int64_t, int64_t, int, int64_t, std::vector<std::string>>, int> class_ids;
+  std::map<PodSpec::RequestKey, int> class_ids;
   std::vector<int> class_of(pods.size());
   for (size_t i = 0; i < pods.size(); ++i) {
-    const PodSpec& p = pods[i];
-    auto key = std::make_tuple(p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli, p.gpu_spec);
-    auto [it, fresh] = class_ids.try_emplace(key, static_cast<int>(class_ids.size()));
+    auto [it, fresh] =
+        class_ids.try_emplace(pods[i].request_key(), static_cast<int>(class_ids.size()));
     class_of[i] = it->second;
   }
   // Node order: a random permutation per seed (the artifact prefixes node names randomly).

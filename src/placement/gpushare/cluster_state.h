@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace tessera::placement::gpushare {
@@ -33,6 +34,9 @@ struct PodSpec {
 
   bool sharing() const { return num_gpu == 1 && gpu_milli < kGpuMilli; }
   int64_t gpu_request() const { return num_gpu * gpu_milli; }
+  // Everything the filter and the scores see (the name aside): pods with equal keys place alike.
+  using RequestKey = std::tuple<int64_t, int64_t, int, int64_t, std::vector<std::string>>;
+  RequestKey request_key() const { return {cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec}; }
 };
 
 // Whether `count` of the GPUs have at least `milli` free each (one GPU with room for a sharing
