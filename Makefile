@@ -3,6 +3,7 @@ SHELL := /bin/bash
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
+TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
 # A fixed seed makes the fuzz step in `make test` explore the same inputs on every run (a slower
@@ -11,7 +12,7 @@ FUZZ_SEED ?= 1
 CMAKE_FLAGS ?=
 SOURCES = $(shell find src bench tests -name '*.h' -o -name '*.cc' 2>/dev/null)
 
-.PHONY: deps build demo test unit test-sanitize test-fuzz check-format bench fmt lint clean
+.PHONY: deps build demo test unit test-sanitize test-tsan test-fuzz check-format bench fmt lint clean
 
 deps:
 	@scripts/setup-deps
@@ -42,6 +43,24 @@ test-sanitize: $(ASAN_BUILD)/build.ninja
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
+# ThreadSanitizer over every unit and CLI test (not part of `make test`, which it would lengthen
+# by 40%: 7 min 58 s on 2 cores from a clean tree, 3 min 18 s of it the tests). Warnings are not errors there: GCC 12 warns of uninitialised
+# values under -fsanitize=thread that the normal build does not have. A report from any process,
+# a server a CLI test started included, is written under $(TSAN_BUILD)/tsan-reports and fails it.
+$(TSAN_BUILD)/build.ninja:
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DTESSERA_TSAN=ON -DTESSERA_BENCHMARKS=OFF \
+	  -DTESSERA_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+test-tsan: deps $(TSAN_BUILD)/build.ninja
+	ninja -C $(TSAN_BUILD) -j $(JOBS) tessera_unit_tests tessera
+	scripts/tsan-suppressions $(TSAN_BUILD) > $(TSAN_BUILD)/tsan.supp
+	rm -rf $(TSAN_BUILD)/tsan-reports && mkdir -p $(TSAN_BUILD)/tsan-reports
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="suppressions=$(CURDIR)/$(TSAN_BUILD)/tsan.supp log_path=$(CURDIR)/$(TSAN_BUILD)/tsan-reports/report" \
+	  ctest --output-on-failure -j $(JOBS)
+	@if [ -n "$$(ls -A $(TSAN_BUILD)/tsan-reports)" ]; then \
+	  cat $(TSAN_BUILD)/tsan-reports/*; echo "test-tsan: ThreadSanitizer reports above"; exit 1; fi
+	@echo "test-tsan: no ThreadSanitizer report"
+
 $(FUZZ_BUILD)/build.ninja:
 	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DTESSERA_FUZZ=ON -DTESSERA_BENCHMARKS=OFF \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -64,4 +83,4 @@ lint: check-format $(BUILD)/build.ninja
 	clang-tidy -p $(BUILD) --quiet $(shell find src -name '*.cc' ! -name '*_test.cc' ! -name '*_benchmark.cc')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) out
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(TSAN_BUILD) out

@@ -6,7 +6,7 @@ namespace tessera {
 
 absl::Time RealClock::Now() const {
   absl::Time now = absl::Now();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (now < last_) {
     now = last_;
   }
@@ -15,7 +15,7 @@ absl::Time RealClock::Now() const {
 }
 
 absl::Time SimulatedClock::Now() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return now_;
 }
 
@@ -23,12 +23,12 @@ void SimulatedClock::Advance(absl::Duration delta) {
   if (delta <= absl::ZeroDuration()) {
     return;
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   now_ += delta;
 }
 
 bool SimulatedClock::SetTime(absl::Time t) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (t < now_) {
     return false;
   }

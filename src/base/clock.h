@@ -10,8 +10,8 @@
 
 #include <memory>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 
 namespace tessera {
 
@@ -28,7 +28,7 @@ class RealClock final : public Clock {
   absl::Time Now() const override;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   mutable absl::Time last_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
@@ -44,7 +44,7 @@ class SimulatedClock final : public Clock {
   bool SetTime(absl::Time t);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -125,7 +125,7 @@ ExtenderService::ExtenderService(std::unique_ptr<placement::gpushare::Policy> po
 
 std::vector<std::string> ExtenderService::Rebuild(const std::vector<OnlineNode>& nodes,
                                                   const std::vector<PodInfo>& pods) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return Apply(&nodes, pods, /*since=*/cluster_.generation());
 }
 
@@ -182,7 +182,7 @@ absl::StatusOr<uint64_t> ExtenderService::BeforeList() const {
   if (kube_ == nullptr) {
     return absl::FailedPreconditionError("no Kubernetes API configured");
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return cluster_.generation();
 }
 
@@ -194,7 +194,7 @@ absl::StatusOr<std::vector<std::string>> ExtenderService::SyncNodes() {
   TESSERA_ASSIGN_OR_RETURN(uint64_t since, BeforeList());
   std::string version;
   TESSERA_ASSIGN_OR_RETURN(std::vector<OnlineNode> nodes, ListNodes(&version));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   nodes_version_ = version;
   std::vector<std::string> problems;
   ApplyNodes(nodes, cluster_.HeldNodes(), since, &problems);
@@ -229,7 +229,7 @@ absl::StatusOr<std::vector<std::string>> ExtenderService::Sync() {
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<PodInfo> pods,
       ListAll<PodInfo>(*kube_, kPods, "list pods", DecodePodList, &pods_version));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   nodes_version_ = nodes_version;
   pods_version_ = pods_version;
   return Apply(&nodes, pods, since);
@@ -240,7 +240,7 @@ absl::StatusOr<std::vector<std::string>> ExtenderService::SyncPods() {
   std::string version;
   TESSERA_ASSIGN_OR_RETURN(std::vector<PodInfo> pods,
                            ListAll<PodInfo>(*kube_, kPods, "list pods", DecodePodList, &version));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   pods_version_ = version;
   return Apply(/*nodes=*/nullptr, pods, since);
 }
@@ -338,7 +338,7 @@ absl::Status ExtenderService::WatchCollection(
   }
   std::string version;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     version = *version_member;
   }
   if (version.empty()) {
@@ -349,7 +349,7 @@ absl::Status ExtenderService::WatchCollection(
       absl::StrCat(path, "?watch=1&allowWatchBookmarks=true&resourceVersion=", UrlEscape(version),
                    "&timeoutSeconds=", timeout_s);
   auto gone = [&](absl::string_view detail) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     version_member->clear();
     return absl::AbortedError(absl::StrCat("watch ", what, ": resourceVersion ", version,
                                            " is gone (410", detail, "); listing again"));
@@ -372,7 +372,7 @@ absl::Status ExtenderService::WatchCollection(
         }
         std::vector<std::string> problems;
         {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           (this->*apply)(*e, &problems);
         }
         for (const std::string& p : problems) report(p);
@@ -454,7 +454,7 @@ void ExtenderService::Follow(const Clock& clock, absl::Duration resync, absl::Du
                              const std::function<void(const std::string&)>& log) {
   bool pods_listed = false, nodes_listed = false;  // by the start-up Sync, unless from files
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     pods_listed = !pods_version_.empty();
     nodes_listed = !nodes_version_.empty();
   }
@@ -492,7 +492,7 @@ void ExtenderService::LearnNodes(const ExtenderArgs& args) {
     LearnNodeNames(args.names());
     return;
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const OnlineNode& n : *args.nodes) {
     cluster_.UpsertNode(n);
   }
@@ -501,7 +501,7 @@ void ExtenderService::LearnNodes(const ExtenderArgs& args) {
 void ExtenderService::LearnNodeNames(const std::vector<std::string>& names) {
   std::vector<std::string> unknown;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const std::string& name : names) {
       if (!cluster_.HasNode(name)) {
         unknown.push_back(name);
@@ -526,7 +526,7 @@ void ExtenderService::LearnNodeNames(const std::vector<std::string>& names) {
       found.push_back(*n);
     }
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const OnlineNode& n : found) {
     cluster_.UpsertNode(n);
   }
@@ -544,7 +544,7 @@ void ExtenderService::Remember(const PodInfo& pod) {
 }
 
 void ExtenderService::Count(const std::string& verb, int status) const {
-  absl::MutexLock lock(&metrics_mu_);
+  MutexLock lock(&metrics_mu_);
   ++calls_[{verb, status}];
 }
 
@@ -561,7 +561,7 @@ HttpReply ExtenderService::Filter(const std::string& body) {
   LearnNodes(*args);
   placement::gpushare::FilterOutcome outcome;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Remember(args->pod);
     outcome = cluster_.Filter(args->pod.request, args->names(), args->pod.uid, args->pod.priority);
     if (preempt_clock_ != nullptr && kube_ != nullptr && outcome.fit.empty() &&
@@ -588,7 +588,7 @@ HttpReply ExtenderService::Prioritize(const std::string& body) {
   LearnNodes(*args);
   std::vector<std::pair<std::string, int64_t>> scores;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Remember(args->pod);
     scores = cluster_.Prioritize(args->pod.request, args->names());
   }
@@ -622,7 +622,7 @@ HttpReply ExtenderService::Bind(const std::string& body) {
   int32_t priority = 0;
   std::map<std::string, std::string> labels;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (auto it = requests_.find(b->pod_uid); it != requests_.end()) {
       req = it->second.request;
       priority = it->second.priority;
@@ -655,7 +655,7 @@ HttpReply ExtenderService::Bind(const std::string& body) {
   absl::StatusOr<Assignment> a;
   int64_t gpu_memory_bytes = 0;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     a = cluster_.Reserve(b->pod_uid, *req, b->node, priority);
     if (const OnlineNode* node = cluster_.FindNode(b->node)) {
       gpu_memory_bytes = node->gpu_memory_bytes;
@@ -672,7 +672,7 @@ HttpReply ExtenderService::Bind(const std::string& body) {
     return fail(std::string(a.status().message()));
   }
   auto release = [&] {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Forget(b->pod_uid);
   };
   if (req->num_gpu > 0) {
@@ -699,7 +699,7 @@ HttpReply ExtenderService::Bind(const std::string& body) {
     return fail(std::string(s.message()));
   }
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     requests_.erase(b->pod_uid);
   }
   ++binds_ok_;
@@ -727,7 +727,7 @@ HttpReply ExtenderService::Preempt(const std::string& body) {
   std::map<std::string, std::vector<std::string>> victims;
   std::map<std::string, int64_t> violations;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     placement::gpushare::DisruptionBudgets budgets;
     if (pdbs.has_value()) budgets = BudgetsOf(*pdbs);
     victims =
@@ -796,7 +796,7 @@ placement::gpushare::DisruptionBudgets ExtenderService::BudgetsOf(
 }
 
 void ExtenderService::EnableSharePreemption(const Clock* clock, absl::Duration delay) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   preempt_clock_ = clock;
   preempt_delay_ = delay;
 }
@@ -805,7 +805,7 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
   std::vector<Blocked> ready;
   absl::Time now;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (preempt_clock_ == nullptr || kube_ == nullptr) return 0;
     now = preempt_clock_->Now();
     // A preemption is over once none of its victims holds GPUs any more.
@@ -828,7 +828,7 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
   // are any), so the budgets are listed only for those. The lock is taken per pod (a few ms each
   // on a large cluster: BM_SharePreemptionChoice1213Nodes) so that filter calls pass between.
   std::erase_if(ready, [this](const Blocked& b) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return ShareVictims(b, nullptr, nullptr).empty();
   });
   if (ready.empty()) return 0;
@@ -842,7 +842,7 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
     std::map<std::string, std::string> lower;  // nominated there below the pod: UID -> name
     bool unnamed = false;  // a victim held but never seen in a list or the watch
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       placement::gpushare::DisruptionBudgets budgets;
       if (pdbs.has_value()) budgets = BudgetsOf(*pdbs);
       std::map<std::string, int64_t> violations;
@@ -884,7 +884,7 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
         evicted ? ClearNominations(node, lower, &warnings) : std::vector<std::string>{};
     for (const std::string& w : warnings) log(absl::StrCat("preempt: ", who, ": ", w));
     if (!evicted) {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       preempting_.erase(pod.uid);  // the next attempt chooses again
       // Not nominated in the API: no room is kept for it. (Nominated, it keeps what the victims
       // deleted so far free, as kube-scheduler's nomination does.)
@@ -897,7 +897,7 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
       continue;
     }
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       for (const std::string& uid : cleared) {
         if (cluster_.NominatedNode(uid) == node) cluster_.ClearNomination(uid);
       }
@@ -1031,7 +1031,7 @@ HttpReply ExtenderService::Metrics() const {
                   "# HELP tessera_extender_requests_total Extender calls by verb and HTTP status.\n"
                   "# TYPE tessera_extender_requests_total counter\n");
   {
-    absl::MutexLock lock(&metrics_mu_);
+    MutexLock lock(&metrics_mu_);
     for (const auto& [key, n] : calls_) {
       absl::StrAppend(&out, "tessera_extender_requests_total{verb=\"", key.first, "\",code=\"",
                       key.second, "\"} ", n, "\n");
@@ -1077,7 +1077,7 @@ HttpReply ExtenderService::Metrics() const {
       "# TYPE tessera_extender_share_preemption_victims_total counter\n"
       "tessera_extender_share_preemption_victims_total ",
       share_victims_.load(), "\n");
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   absl::StrAppend(&out,
                   "# HELP tessera_extender_gpu_milli Milli-GPU on the nodes the extender knows.\n"
                   "# TYPE tessera_extender_gpu_milli gauge\n"
@@ -1108,12 +1108,12 @@ HttpReply ExtenderService::Metrics() const {
 }
 
 int ExtenderService::held_pods() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return cluster_.pods();
 }
 
 std::optional<Assignment> ExtenderService::Held(const std::string& uid) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const Assignment* a = cluster_.Find(uid);
   return a == nullptr ? std::nullopt : std::optional<Assignment>(*a);
 }

@@ -32,11 +32,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
 #include "adapters/http/server.h"  // HttpReply
 #include "adapters/k8s/extender_protocol.h"
 #include "adapters/k8s/kube_client.h"
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "placement/gpushare/online_cluster.h"
 
 namespace tessera::adapters {
@@ -234,7 +234,7 @@ class ExtenderService {
       const std::vector<PodInfo>& pods, std::vector<std::string>* problems);
 
   std::unique_ptr<KubeClient> kube_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   placement::gpushare::OnlineCluster cluster_ ABSL_GUARDED_BY(mu_);
   // Requests (and priorities) of pods seen by filter/prioritize, for bind (which names only the
   // pod).
@@ -275,7 +275,7 @@ class ExtenderService {
   std::atomic<int64_t> share_preemptions_{0};
   std::atomic<int64_t> share_preemptions_failed_{0};
   std::atomic<int64_t> share_victims_{0};
-  mutable absl::Mutex metrics_mu_;
+  mutable Mutex metrics_mu_;
   mutable std::map<std::pair<std::string, int>, int64_t> calls_ ABSL_GUARDED_BY(metrics_mu_);
   std::atomic<int64_t> binds_ok_{0};
   std::atomic<int64_t> binds_failed_{0};

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -91,7 +92,12 @@ class FakeApi {
       s.Get("/apis/policy/v1/poddisruptionbudgets",
             [this](const httplib::Request& req, httplib::Response& res) {
               if (!Authorized(req, res)) return;
-              if (!budgets_.has_value()) return NotFound(res, "poddisruptionbudgets", "");
+              bool listed;
+              {
+                std::lock_guard<std::mutex> l(mu_);
+                listed = budgets_.has_value();
+              }
+              if (!listed) return NotFound(res, "poddisruptionbudgets", "");
               ServeList(req, res, "PodDisruptionBudgetList", [this] { return *budgets_; });
             });
       s.Get(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+))",
@@ -246,7 +252,10 @@ class FakeApi {
     budgets_ = std::move(budgets);
   }
   // Called as each binding arrives, before it is applied (set before the extender binds).
-  void BeforeBinding(std::function<void()> f) { before_binding_ = std::move(f); }
+  void BeforeBinding(std::function<void()> f) {
+    std::lock_guard<std::mutex> l(mu_);
+    before_binding_ = std::move(f);
+  }
   void FailBindingOf(const std::string& name) {
     std::lock_guard<std::mutex> l(mu_);
     fail_binding_.insert(name);
@@ -610,7 +619,12 @@ class FakeApi {
         req.get_header_value("Content-Type") != "application/json") {
       return Reject(res, "unexpected binding " + req.body);
     }
-    if (before_binding_) before_binding_();
+    std::function<void()> before_binding;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      before_binding = before_binding_;
+    }
+    if (before_binding) before_binding();
     std::lock_guard<std::mutex> l(mu_);
     if (fail_binding_.contains(name)) {
       res.status = 409;
@@ -1604,10 +1618,12 @@ TEST(Extender, NominatedPodKeepsTheGpuRoomItPreemptedFor) {
   ASSERT_EQ(filter(watching, 225, 1000, true), "");
   const std::string uid = preemptor["metadata"]["uid"];
   const int64_t events = Metric(watching, "tessera_extender_pod_events_total");
+  std::mutex held_mu;  // the binding runs on the fake API server's thread
   std::optional<Assignment> held_while_binding;
   api.BeforeBinding([&] {
     EXPECT_TRUE(
         Eventually([&] { return Metric(watching, "tessera_extender_pod_events_total") > events; }));
+    std::lock_guard<std::mutex> l(held_mu);
     held_while_binding = watching.svc->Held(uid);
   });
   httplib::Result r = watching.Post("bind", Fixture("binding-args.json").dump());
@@ -1619,7 +1635,10 @@ TEST(Extender, NominatedPodKeepsTheGpuRoomItPreemptedFor) {
   const std::optional<Assignment> held = watching.svc->Held(uid);
   ASSERT_TRUE(held.has_value());
   EXPECT_EQ(held->gpus, std::vector<int>{3});
-  EXPECT_EQ(held_while_binding, held);
+  {
+    std::lock_guard<std::mutex> l(held_mu);
+    EXPECT_EQ(held_while_binding, held);
+  }
   EXPECT_EQ(listing.svc->Held(uid), held);
   stop = true;
   follow.join();

@@ -20,7 +20,7 @@ namespace tessera::adapters {
 
 Scaler::Scaler(ScalerConfig config, MetricSource& source, const Clock& clock, LogSink log)
     : config_(std::move(config)), source_(source), clock_(clock), log_(std::move(log)) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const ServiceConfig& s : config_.services) {
     services_[s.name].shown.view.reason = "no poll yet";
   }
@@ -62,7 +62,7 @@ void Scaler::ForEachService(const std::function<std::string(const ServiceConfig&
   work();
   for (std::thread& t : helpers) t.join();
   if (log_) {
-    absl::MutexLock lock(&log_mu_);
+    MutexLock lock(&log_mu_);
     for (const std::string& line : lines) {
       if (!line.empty()) log_(line);
     }
@@ -109,7 +109,7 @@ std::string Scaler::PollService(const ServiceConfig& cfg) {
         return Read(query, empty_is_zero, &problems, &failures);
       });
   absl::Time now = clock_.Now();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Service& svc = services_[cfg.name];
   autoscale::Decision d = autoscale::DecideReplicas(cfg.policy, s, svc.state, now);
   const bool first = svc.shown.polls == 0;
@@ -183,7 +183,7 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, const std::atomic<
   }
   bool carried = false;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     carried = autoscale::MergeHistory(cfg.policy, past, services_[cfg.name].state);
   }
   return absl::StrFormat(
@@ -199,7 +199,7 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, const std::atomic<
 }
 
 void Scaler::CountRpc(const std::string& method, const std::string& code) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ++rpcs_[{method, code}];
 }
 
@@ -237,7 +237,7 @@ std::string Scaler::MetricsText() const {
   std::map<std::string, Shown> services;
   std::map<std::pair<std::string, std::string>, int64_t> rpcs;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [name, svc] : services_) {
       Shown& s = services.emplace(name, svc.shown).first->second;
       const autoscale::AutoscaleState& st = svc.state;
@@ -322,7 +322,7 @@ absl::StatusOr<ScalerView> Scaler::View(const std::string& service) const {
         absl::StrCat("service \"", service,
                      "\" is not in the scaler's config (known: ", config_.ServiceNames(), ")"));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ScalerView v = services_.at(service).shown.view;
   v.fresh = FreshAt(v, *cfg, clock_.Now());
   return v;

@@ -22,11 +22,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "adapters/keda/scaler_config.h"
 #include "adapters/prometheus/prom_client.h"
 #include "autoscale/policy.h"
 #include "base/clock.h"
+#include "base/mutex.h"
 
 namespace tessera::adapters {
 
@@ -133,8 +133,8 @@ class Scaler {
   MetricSource& source_;
   const Clock& clock_;
   LogSink log_;
-  absl::Mutex log_mu_;
-  mutable absl::Mutex mu_;
+  Mutex log_mu_;
+  mutable Mutex mu_;
   std::map<std::string, Service> services_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, int64_t> rpcs_ ABSL_GUARDED_BY(mu_);
 };

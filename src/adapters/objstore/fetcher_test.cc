@@ -38,7 +38,15 @@ using namespace ::tessera::adapters::objstore::testing;  // NOLINT
 // An origin with Range support that misbehaves on purpose.
 class FaultyOrigin {
  public:
-  std::map<std::string, std::string> files;
+  // What the origin serves, by path. Guarded: the server's threads read it while a test sets it.
+  void Set(const std::string& path, std::string data) {
+    std::lock_guard<std::mutex> lock(mu_);
+    files_[path] = std::make_shared<const std::string>(std::move(data));
+  }
+  std::string Get(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return *files_.at(path);
+  }
   std::atomic<int> requests{0};
   // Every Nth distinct request (method, path and Range) is answered 503 + Retry-After: 0 on its
   // first two attempts, then served. Counted per request rather than over all requests, so that
@@ -61,13 +69,18 @@ class FaultyOrigin {
           res.status = 500;
           return;
         }
-        auto it = files.find(req.matches[1].str());
-        if (it == files.end()) {
-          res.status = 404;
-          return;
+        std::shared_ptr<const std::string> file;  // the request's own hold: Set may replace it
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          auto it = files_.find(req.matches[1].str());
+          if (it == files_.end()) {
+            res.status = 404;
+            return;
+          }
+          file = it->second;
         }
+        const std::string& data = *file;
         ++good_;
-        const std::string& data = it->second;
         // cpp-httplib answers the Range itself (206 and Content-Range) from the whole body.
         if (req.method == "HEAD") {
           // no body
@@ -99,9 +112,10 @@ class FaultyOrigin {
 
   std::atomic<int> good_{0};
   std::mutex mu_;
-  int distinct_ = 0;                                            // guarded by mu_
-  std::map<std::string, std::pair<int, bool>> attempts_;        // guarded by mu_: attempts, fails
-  std::unique_ptr<adapters::testing::LocalHttpServer> server_;  // last: stopped first
+  int distinct_ = 0;                                      // guarded by mu_
+  std::map<std::string, std::pair<int, bool>> attempts_;  // guarded by mu_: attempts, fails
+  std::map<std::string, std::shared_ptr<const std::string>> files_;  // guarded by mu_
+  std::unique_ptr<adapters::testing::LocalHttpServer> server_;       // last: stopped first
 };
 
 FetchOptions Small() {
@@ -153,26 +167,26 @@ TEST(Fetcher, ShardedSafetensorsFromNginxEachByteOnce) {
 
 TEST(Fetcher, ManifestChecksumsAndAMismatchIsRefetchedOnceThenAnError) {
   FaultyOrigin origin;
-  origin.files["w/a.bin"] = std::string(300000, 'a');
-  origin.files["w/sub/b.safetensors"] = Safetensors(2, 4096, 9);
+  origin.Set("w/a.bin", std::string(300000, 'a'));
+  origin.Set("w/sub/b.safetensors", Safetensors(2, 4096, 9));
   nlohmann::json manifest = {
       {"files",
-       {{{"name", "a.bin"}, {"size", 300000}, {"sha256", Sha256Hex(origin.files["w/a.bin"])}},
+       {{{"name", "a.bin"}, {"size", 300000}, {"sha256", Sha256Hex(origin.Get("w/a.bin"))}},
         {{"name", "sub/b.safetensors"},
-         {"size", origin.files["w/sub/b.safetensors"].size()},
-         {"sha256", Sha256Hex(origin.files["w/sub/b.safetensors"])}}}}};
-  origin.files["w/tessera-manifest.json"] = manifest.dump();
+         {"size", origin.Get("w/sub/b.safetensors").size()},
+         {"sha256", Sha256Hex(origin.Get("w/sub/b.safetensors"))}}}}};
+  origin.Set("w/tessera-manifest.json", manifest.dump());
   FetchOptions o = Small();
   auto files = ResolveSource(origin.url("w/tessera-manifest.json"), o);
   ASSERT_TRUE(files.ok()) << files.status();
   std::string out = TempDir() + "/m";
   absl::StatusOr<FetchStats> s = FetchModel(*files, out, o);
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(Read(out + "/sub/b.safetensors"), origin.files["w/sub/b.safetensors"]);
+  EXPECT_EQ(Read(out + "/sub/b.safetensors"), origin.Get("w/sub/b.safetensors"));
 
   // The origin now serves other bytes than the manifest says.
   manifest["files"][0]["sha256"] = std::string(64, '0');
-  origin.files["w/tessera-manifest.json"] = manifest.dump();
+  origin.Set("w/tessera-manifest.json", manifest.dump());
   files = ResolveSource(origin.url("w/tessera-manifest.json"), o);
   ASSERT_TRUE(files.ok());
   std::string out2 = TempDir() + "/m";
@@ -184,7 +198,7 @@ TEST(Fetcher, ManifestChecksumsAndAMismatchIsRefetchedOnceThenAnError) {
   EXPECT_FALSE(fs::exists(out2));  // never a directory with a bad file in it
   // a.bin fetched twice (first try and the one refetch), b once then reused from the chunks.
   EXPECT_LE(origin.bytes - before,
-            2 * 300000 + static_cast<int64_t>(origin.files["w/sub/b.safetensors"].size()) + 1000);
+            2 * 300000 + static_cast<int64_t>(origin.Get("w/sub/b.safetensors").size()) + 1000);
 }
 
 TEST(Fetcher, RetriesHonourRetryAfterAndResumeFetchesOnlyWhatIsMissing) {
@@ -193,7 +207,7 @@ TEST(Fetcher, RetriesHonourRetryAfterAndResumeFetchesOnlyWhatIsMissing) {
   std::string data;
   Random rng(3);
   for (int64_t i = 0; i < size; ++i) data.push_back(static_cast<char>(rng.UniformInt(0, 255)));
-  origin.files["big.bin"] = data;
+  origin.Set("big.bin", data);
   FetchOptions o = Small();
   auto files = ResolveSource(origin.url("big.bin"), o);
   ASSERT_TRUE(files.ok());
@@ -208,7 +222,7 @@ TEST(Fetcher, RetriesHonourRetryAfterAndResumeFetchesOnlyWhatIsMissing) {
 
   // An origin that dies after 20 chunks: the fetch fails and keeps what it verified...
   FaultyOrigin dying;
-  dying.files["big.bin"] = data;
+  dying.Set("big.bin", data);
   dying.serve_at_most = 21;  // the HEAD and 20 chunks
   std::string out2 = TempDir() + "/big";
   o.max_attempts = 2;
@@ -220,7 +234,7 @@ TEST(Fetcher, RetriesHonourRetryAfterAndResumeFetchesOnlyWhatIsMissing) {
   EXPECT_TRUE(fs::exists(out2 + ".partial/big.bin"));
   // ...and a later run resumes: it fetches at most 1.1x the missing bytes.
   FaultyOrigin healthy;
-  healthy.files["big.bin"] = data;
+  healthy.Set("big.bin", data);
   auto files2 = ResolveSource(healthy.url("big.bin"), o);
   s = FetchModel(*files2, out2, o);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -266,19 +280,18 @@ TEST(Fetcher, ManifestIsReadStrictly) {
 TEST(Fetcher, UntrustedNamesAndMissingFiles) {
   FaultyOrigin origin;
   for (const char* bad : {"../etc/passwd", "/abs", "a\\\\b", "a//b", "./x", "x/.."}) {
-    origin.files["m/tessera-manifest.json"] =
-        nlohmann::json{{"files", {{{"name", bad}, {"size", 1}}}}}.dump();
+    origin.Set("m/tessera-manifest.json",
+               nlohmann::json{{"files", {{{"name", bad}, {"size", 1}}}}}.dump());
     auto r = ResolveSource(origin.url("m/tessera-manifest.json"), Small());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(r.status().message(), HasSubstr("unsafe file name")) << bad;
   }
   // A size beyond what a file can have (it would read as negative bytes) is refused.
-  origin.files["m/tessera-manifest.json"] =
-      R"({"files": [{"name": "a.bin", "size": 18446744073709551615}]})";
+  origin.Set("m/tessera-manifest.json",
+             R"({"files": [{"name": "a.bin", "size": 18446744073709551615}]})");
   auto huge = ResolveSource(origin.url("m/tessera-manifest.json"), Small());
   EXPECT_THAT(huge.status().message(), HasSubstr("files[0]: expected name (string) and size"));
-  origin.files["i/model.safetensors.index.json"] =
-      R"({"weight_map": {"a": "../../x.safetensors"}})";
+  origin.Set("i/model.safetensors.index.json", R"({"weight_map": {"a": "../../x.safetensors"}})");
   EXPECT_THAT(
       ResolveSource(origin.url("i/model.safetensors.index.json"), Small()).status().message(),
       HasSubstr("model.safetensors.index.json: weight_map: unsafe file name"));

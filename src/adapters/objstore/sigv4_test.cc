@@ -260,7 +260,10 @@ TEST(S3Source, ContainerCredentialsEndpoint) {
                {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", dir + "/token"}};
   absl::StatusOr<S3Location> l = ParseS3Source("s3://bucket/m/", TestGetenv);
   ASSERT_TRUE(l.ok()) << l.status();
-  EXPECT_EQ(auth_seen, "eyJ.pod.token");  // the file's newline is not sent
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(auth_seen, "eyJ.pod.token");  // the file's newline is not sent
+  }
   EXPECT_EQ(l->credentials.access_key_id, "ASIAPOD");
   EXPECT_EQ(l->credentials.secret_access_key, "podsecret");
   EXPECT_EQ(l->credentials.session_token, "podtoken");
@@ -331,10 +334,13 @@ TEST(S3Source, WebIdentityThroughSts) {
   EXPECT_EQ(l->credentials.access_key_id, "ASIASTS");
   EXPECT_EQ(l->credentials.secret_access_key, "stssecret");
   EXPECT_EQ(l->credentials.session_token, "sts/token+1");
-  EXPECT_EQ(seen.find("Action")->second, "AssumeRoleWithWebIdentity");
-  EXPECT_EQ(seen.find("Version")->second, "2011-06-15");
-  EXPECT_EQ(seen.find("RoleArn")->second, "arn:aws:iam::123456789012:role/models-reader");
-  EXPECT_EQ(seen.find("RoleSessionName")->second, "tessera-node-agent");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(seen.find("Action")->second, "AssumeRoleWithWebIdentity");
+    EXPECT_EQ(seen.find("Version")->second, "2011-06-15");
+    EXPECT_EQ(seen.find("RoleArn")->second, "arn:aws:iam::123456789012:role/models-reader");
+    EXPECT_EQ(seen.find("RoleSessionName")->second, "tessera-node-agent");
+  }
   // STS's refusal: its code and message, not the token.
   TestEnv()["AWS_WEB_IDENTITY_TOKEN_FILE"] = dir + "/old";
   absl::Status s = ParseS3Source("s3://bucket/m/", TestGetenv).status();

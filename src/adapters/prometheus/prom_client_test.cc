@@ -62,7 +62,10 @@ class FakePrometheus {
     server_ = std::make_unique<testing::LocalHttpServer>([this](httplib::Server& s) {
       s.Get("/api/v1/query", [this](const httplib::Request& req, httplib::Response& res) {
         std::string q = req.get_param_value("query");
-        last_query_ = q;
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          last_query_ = q;
+        }
         if (q == "slow") {
           std::this_thread::sleep_for(std::chrono::milliseconds(1500));
         }
@@ -80,9 +83,14 @@ class FakePrometheus {
     });
   }
   std::string url() const { return server_->url(); }
-  std::string last_query_;
+  std::string last_query() {
+    std::lock_guard<std::mutex> l(mu_);
+    return last_query_;
+  }
 
  private:
+  std::mutex mu_;           // the server answers on several threads at once
+  std::string last_query_;  // guarded by mu_
   std::map<std::string, std::pair<int, std::string>> answers_;
   std::unique_ptr<testing::LocalHttpServer> server_;  // last: stopped before the answers go
 };
@@ -110,7 +118,7 @@ TEST(PromClient, EveryOutcome) {
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.message(), HasSubstr("bad_data"));
   EXPECT_THAT(bad.message(), HasSubstr("parse error"));
-  EXPECT_EQ(fake.last_query_, "sum(");  // the query arrived URL-decoded intact
+  EXPECT_EQ(fake.last_query(), "sum(");  // the query arrived URL-decoded intact
 
   EXPECT_EQ(prom.Query("timeout").status().code(), absl::StatusCode::kUnavailable);
   absl::Status gw = prom.Query("gateway").status();
