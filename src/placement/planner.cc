@@ -82,6 +82,7 @@ void ImproveShapes(PoolBuilder& builder, const PlannerOptions& options,
   Estimate best = Score(builder, ms, options.spread_replicas);
   if (combinations <= kExhaustiveCombinations) {
     std::vector<Shape> best_shapes;
+    best_shapes.reserve(ms.size());
     for (const Member& m : ms) {
       best_shapes.push_back(m.shape);
     }
@@ -368,6 +369,7 @@ Plan MakePlan(const model::Fleet& fleet, const model::WorkloadSet& set,
   }
 
   std::vector<std::unique_ptr<PoolBuilder>> builders;
+  builders.reserve(num_pools);
   for (int p = 0; p < num_pools; ++p) {
     builders.push_back(std::make_unique<PoolBuilder>(fleet.pools[p], set));
   }

@@ -249,6 +249,7 @@ PoolPlan PoolBuilder::Build(const std::vector<Member>& members, bool spread,
   // Dedicated nodes: multi-GPU replicas (worst fit, so replicas alternate nodes), then MIG
   // GPUs, then single exclusive GPUs, each on the node with the most free GPUs.
   std::vector<int> dedicated;
+  dedicated.reserve(g.dedicated_nodes);
   for (int i = 0; i < g.dedicated_nodes; ++i) {
     dedicated.push_back(lay.NewNode(NodeSharing::kNone, 0));
   }
@@ -324,11 +325,13 @@ PoolPlan PoolBuilder::Build(const std::vector<Member>& members, bool spread,
     ShapeKind kind = static_cast<ShapeKind>(key.first);
     int slots = key.second;
     std::vector<int> nodes;
+    nodes.reserve(c.nodes);
     for (int i = 0; i < c.nodes; ++i) {
       nodes.push_back(lay.NewNode(SharingOf(kind), slots));
     }
     GpuMode mode = kind == ShapeKind::kMps ? GpuMode::kMps : GpuMode::kTimeSlicing;
     std::vector<GpuPlan*> order;
+    order.reserve(c.gpus);
     for (int i = 0; i < c.gpus; ++i) {
       order.push_back(&lay.TakeGpu(lay.MostFree(nodes, 1), mode));
     }

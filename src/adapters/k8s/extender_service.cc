@@ -717,6 +717,7 @@ HttpReply ExtenderService::Preempt(const std::string& body) {
   for (const auto& [node, v] : args->victims) chosen[node] = v.uids;
   if (args->pod.request.num_gpu > 0) {
     std::vector<std::string> names;  // candidates not met yet are fetched, as for filter
+    names.reserve(chosen.size());
     for (const auto& [node, v] : chosen) names.push_back(node);
     LearnNodeNames(names);
   }
@@ -871,6 +872,7 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
       continue;
     }
     std::vector<std::string> names;
+    names.reserve(victims.size());
     for (const Victim& v : victims) names.push_back(absl::StrCat(v.ns, "/", v.name));
     absl::StatusOr<bool> nominated = NominateInApi(pod, node);
     absl::Status s = nominated.status();
@@ -906,6 +908,7 @@ int ExtenderService::PreemptBlocked(const std::function<void(const std::string&)
     share_victims_ += static_cast<int64_t>(victims.size());
     ++preempted;
     std::vector<std::string> cleared_names;
+    cleared_names.reserve(cleared.size());
     for (const std::string& uid : cleared) cleared_names.push_back(lower.at(uid));
     log(absl::StrCat("preempt: ", who, " (priority ", pod.priority, ") nominated to ", node,
                      "; evicting ", absl::StrJoin(names, ", "), " for their GPU share",

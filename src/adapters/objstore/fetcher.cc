@@ -69,7 +69,7 @@ absl::StatusOr<std::string> GetSmall(const std::string& url, const FetchOptions&
     if (r.ok() && r->status == 200) return r->body;
     if (absl::IsResourceExhausted(r.status())) return r.status();  // as large the next time
     std::string why = r.ok() ? S3ErrorSummary(r->body) : "";
-    if (!why.empty()) why = " (" + why + ")";
+    if (!why.empty()) why = absl::StrCat(" (", why, ")");
     last = r.ok() ? absl::UnavailableError(absl::StrCat("GET ", url, ": HTTP ", r->status, why))
                   : r.status();
     if (r.ok() && r->status >= 400 && r->status < 500 && r->status != 408 && r->status != 429) {

@@ -77,6 +77,7 @@ absl::StatusOr<std::string> CanonicalRequest(
   }
   std::sort(params.begin(), params.end());
   std::vector<std::string> q;
+  q.reserve(params.size());
   for (const auto& [k, v] : params) q.push_back(absl::StrCat(k, "=", v));
   std::vector<std::pair<std::string, std::string>> h;
   for (const auto& [k, v] : headers) {
