@@ -55,7 +55,7 @@ test-tsan: deps $(TSAN_BUILD)/build.ninja
 	ninja -C $(TSAN_BUILD) -j $(JOBS) tessera_unit_tests tessera
 	scripts/tsan-suppressions $(TSAN_BUILD) > $(TSAN_BUILD)/tsan.supp
 	rm -rf $(TSAN_BUILD)/tsan-reports && mkdir -p $(TSAN_BUILD)/tsan-reports
-	cd $(TSAN_BUILD) && TSAN_OPTIONS="suppressions=$(CURDIR)/$(TSAN_BUILD)/tsan.supp log_path=$(CURDIR)/$(TSAN_BUILD)/tsan-reports/report" \
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="suppressions=$(abspath $(TSAN_BUILD))/tsan.supp log_path=$(abspath $(TSAN_BUILD))/tsan-reports/report" \
 	  ctest --output-on-failure -j $(JOBS)
 	@if [ -n "$$(ls -A $(TSAN_BUILD)/tsan-reports)" ]; then \
 	  cat $(TSAN_BUILD)/tsan-reports/*; echo "test-tsan: ThreadSanitizer reports above"; exit 1; fi

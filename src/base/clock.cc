@@ -2,6 +2,8 @@
 
 #include <ctime>
 
+#include "absl/time/clock.h"
+
 namespace tessera {
 
 absl::Time RealClock::Now() const {

@@ -13,10 +13,11 @@
 #pragma once
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 
 #if defined(__SANITIZE_THREAD__)
 #include <mutex>
+#else
+#include "absl/synchronization/mutex.h"
 #endif
 
 namespace tessera {
