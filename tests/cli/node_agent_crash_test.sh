@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Crash safety of `tessera node-agent`: kill -9 at 20 random moments while fills run (nginx
-# throttled per connection so fills last a while; each moment is a random amount of progress). After every kill: every model under models/
-# verifies against its manifest's SHA-256 and holds no partial or temporary file. After the last
+# throttled per connection so fills last a while; each moment a random time after the requests,
+# so a random amount of progress and any phase of a chunk). After every kill: every model under
+# models/ verifies against its manifest's SHA-256 and holds no partial or temporary file. After the last
 # kill the agent restarts, resumes every interrupted fill, and fetches at most 1.1x the bytes that
 # were missing (missing = size - the chunks its log lists that still hash right, computed here).
 # Usage: node_agent_crash_test.sh path/to/tessera
@@ -27,7 +28,7 @@ files = [{"name": n, "size": os.path.getsize(os.path.join(d, n)),
 json.dump({"files": files}, open(os.path.join(d, "tessera-manifest.json"), "w"))
 PY
 done
-start_nginx "$WORK/www" "limit_rate 512k;"
+start_nginx "$WORK/www" "limit_rate 1m;"
 TOTAL=$(du -cb "$WORK"/www/*/*.bin | tail -1 | cut -f1)
 SOCK="$WORK/agent.sock"
 start_agent() {
@@ -98,13 +99,11 @@ served_total() {
   awk '{ s += $2 } END { print s + 0 }' "$WORK/nginx/access.log"
 }
 
-# Ready models are deleted at the start of each round, so every kill lands while fills run.
+# Ready models are deleted at the start of each round, so every kill lands while fills run. A
+# ready model is a directory models/<id>/, named by the id the API takes.
 delete_ready() {
-  curl -s --unix-socket "$SOCK" http://x/v1/models | python3 -c '
-import json, sys
-for m in json.load(sys.stdin)["models"]:
-    if m["state"] == "ready":
-        print(m["id"])' | while read -r id; do
+  local id
+  for id in $(ls "$WORK/cache/models"); do
     curl -s --unix-socket "$SOCK" -o /dev/null -X DELETE "http://x/v1/models/$id"
   done
 }
@@ -118,15 +117,18 @@ while [ "$k" -lt 20 ] || { [ "$missing" -eq 0 ] && [ "$k" -lt 30 ]; }; do
   start_agent
   delete_ready
   request_all
-  # A random moment measured in progress, not time (so a slower build, e.g. under ASan, kills
-  # as often per byte): once the origin has served a random 0.3-2.5% of all bytes more.
-  target=$(( $(served_total) + $(python3 -c "import random; print(int(random.uniform(0.003, 0.025) * $TOTAL))") ))
-  for _ in $(seq 500); do
-    [ "$(served_total)" -ge "$target" ] && break
-    sleep 0.02
-  done
+  # A random moment: 0-0.75 s after the requests, uniformly. The origin's rate limit, not the
+  # agent's speed, sets how far the fills get (so a slower build, e.g. under ASan, is killed at
+  # the same progress): up to about 3 chunks per connection, at any phase of a chunk, and
+  # sometimes before the manifests are fetched. (Waiting for the origin's log to show a drawn
+  # number of bytes instead killed every time just after the connections' chunks completed
+  # together: the log shows a chunk only once it is sent, and the 12 connections advance in step.)
+  before_round=$(served_total)
+  ms=$((RANDOM % 750))
+  sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
   kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=""
-  result=$(inspect); echo "kill $k: $(tr "\n" " " <<<"$result") ready=$(ls "$WORK/cache/models" | wc -l)" >&2
+  result=$(inspect)
+  echo "kill $k after $ms ms, $(( $(served_total) - before_round )) bytes served: $(tr "\n" " " <<<"$result") ready=$(ls "$WORK/cache/models" | wc -l)" >&2
   if [ "$(head -1 <<<"$result")" != ok ]; then bad=$((bad + 1)); echo "after kill $k: $result" >&2; fi
   missing=$(awk '/^missing/ { print $2 }' <<<"$result")
 done
