@@ -2,9 +2,10 @@
 # Crash safety of `tessera node-agent`: kill -9 at 20 random moments while fills run (nginx
 # throttled per connection so fills last a while; each moment a random time after the requests,
 # so a random amount of progress and any phase of a chunk). After every kill: every model under
-# models/ verifies against its manifest's SHA-256 and holds no partial or temporary file. After the last
-# kill the agent restarts, resumes every interrupted fill, and fetches at most 1.1x the bytes that
-# were missing (missing = size - the chunks its log lists that still hash right, computed here).
+# models/ verifies against its manifest's SHA-256 and holds no partial or temporary file. After
+# the last kill the agent restarts, resumes every interrupted fill, and fetches at most 1.1x the
+# bytes that were missing (missing = size - the chunks its log lists that still hash right,
+# computed here).
 # Usage: node_agent_crash_test.sh path/to/tessera
 set -u
 TESSERA=${1:?usage: node_agent_crash_test.sh path/to/tessera}
@@ -119,8 +120,8 @@ while [ "$k" -lt 20 ] || { [ "$missing" -eq 0 ] && [ "$k" -lt 30 ]; }; do
   request_all
   # A random moment: 0-0.75 s after the requests, uniformly. The origin's rate limit, not the
   # agent's speed, sets how far the fills get (so a slower build, e.g. under ASan, is killed at
-  # the same progress): up to about 3 chunks per connection, at any phase of a chunk, and
-  # sometimes before the manifests are fetched. (Waiting for the origin's log to show a drawn
+  # about the same progress): up to about 3 chunks per connection, at any phase of a chunk, at
+  # times before the last model's manifest is fetched. (Waiting for the origin's log to show a drawn
   # number of bytes instead killed every time just after the connections' chunks completed
   # together: the log shows a chunk only once it is sent, and the 12 connections advance in step.)
   before_round=$(served_total)
