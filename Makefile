@@ -1,8 +1,9 @@
 # Tessera's entry points. `make demo` and `make test` each do all the set-up on a fresh machine.
 SHELL := /bin/bash
 BUILD ?= build
-ASAN_BUILD ?= build-asan
-FUZZ_BUILD ?= build-fuzz
+# The sanitizer build (clang, ASan + UBSan + libFuzzer's coverage): the unit and CLI tests run
+# under the sanitizers there, and the fuzz targets are built and run from the same objects.
+SAN_BUILD ?= build-sanitize
 TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
@@ -34,13 +35,13 @@ test: deps build unit test-sanitize test-fuzz check-format
 unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-$(ASAN_BUILD)/build.ninja:
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DTESSERA_SANITIZE=ON -DTESSERA_BENCHMARKS=OFF \
-	  -DCMAKE_BUILD_TYPE=Debug
+$(SAN_BUILD)/build.ninja:
+	CXX=clang++ cmake -S . -B $(SAN_BUILD) -G Ninja -DTESSERA_FUZZ=ON -DTESSERA_BENCHMARKS=OFF \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-test-sanitize: $(ASAN_BUILD)/build.ninja
-	ninja -C $(ASAN_BUILD) -j $(JOBS) tessera_unit_tests tessera
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+test-sanitize: $(SAN_BUILD)/build.ninja
+	ninja -C $(SAN_BUILD) -j $(JOBS) tessera_unit_tests tessera
+	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
 # ThreadSanitizer over every unit and CLI test (not part of `make test`, which it would lengthen
@@ -61,14 +62,10 @@ test-tsan: deps $(TSAN_BUILD)/build.ninja
 	  cat $(TSAN_BUILD)/tsan-reports/*; echo "test-tsan: ThreadSanitizer reports above"; exit 1; fi
 	@echo "test-tsan: no ThreadSanitizer report"
 
-$(FUZZ_BUILD)/build.ninja:
-	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DTESSERA_FUZZ=ON -DTESSERA_BENCHMARKS=OFF \
-	  -DCMAKE_BUILD_TYPE=RelWithDebInfo
-
 # scripts/run-fuzzers builds the fuzzers; each runs FUZZ_SECONDS on its seed corpus
 # (tests/fuzz/corpus/NAME), JOBS at a time, and a crash fails the run.
-test-fuzz: $(FUZZ_BUILD)/build.ninja
-	@scripts/run-fuzzers $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_SEED) $(JOBS)
+test-fuzz: $(SAN_BUILD)/build.ninja
+	@scripts/run-fuzzers $(SAN_BUILD) $(FUZZ_SECONDS) $(FUZZ_SEED) $(JOBS)
 
 check-format:
 	@clang-format --dry-run -Werror $(SOURCES) && echo "clang-format: clean"
@@ -83,4 +80,4 @@ lint: check-format $(BUILD)/build.ninja
 	clang-tidy -p $(BUILD) --quiet $(shell find src -name '*.cc' ! -name '*_test.cc' ! -name '*_benchmark.cc')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(TSAN_BUILD) out
+	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD) out
