@@ -30,7 +30,6 @@ json.dump({"files": files}, open(os.path.join(d, "tessera-manifest.json"), "w"))
 PY
 done
 start_nginx "$WORK/www" "limit_rate 1m;"
-TOTAL=$(du -cb "$WORK"/www/*/*.bin | tail -1 | cut -f1)
 SOCK="$WORK/agent.sock"
 start_agent() {
   "$TESSERA" node-agent --cache-dir "$WORK/cache" --max-bytes 1Gi --listen "unix://$SOCK" \
@@ -121,15 +120,17 @@ while [ "$k" -lt 20 ] || { [ "$missing" -eq 0 ] && [ "$k" -lt 30 ]; }; do
   # A random moment: 0-0.75 s after the requests, uniformly. The origin's rate limit, not the
   # agent's speed, sets how far the fills get (so a slower build, e.g. under ASan, is killed at
   # about the same progress): up to about 3 chunks per connection, at any phase of a chunk, at
-  # times before the last model's manifest is fetched. (Waiting for the origin's log to show a drawn
-  # number of bytes instead killed every time just after the connections' chunks completed
+  # times before the last model's manifest is fetched. (Waiting for the origin's log to show a
+  # drawn number of bytes instead killed every time just after the connections' chunks completed
   # together: the log shows a chunk only once it is sent, and the 12 connections advance in step.)
   before_round=$(served_total)
   ms=$((RANDOM % 750))
-  sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
+  sleep "0.$(printf %03d "$ms")"
   kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=""
   result=$(inspect)
-  echo "kill $k after $ms ms, $(( $(served_total) - before_round )) bytes served: $(tr "\n" " " <<<"$result") ready=$(ls "$WORK/cache/models" | wc -l)" >&2
+  served=$(( $(served_total) - before_round ))
+  ready=$(ls "$WORK/cache/models" | wc -l)
+  echo "kill $k after $ms ms, $served bytes served: $(tr "\n" " " <<<"$result") ready=$ready" >&2
   if [ "$(head -1 <<<"$result")" != ok ]; then bad=$((bad + 1)); echo "after kill $k: $result" >&2; fi
   missing=$(awk '/^missing/ { print $2 }' <<<"$result")
 done
