@@ -10,6 +10,7 @@
 #include "adapters/k8s/decoders.h"
 #include "adapters/k8s/extender_protocol.h"
 #include "adapters/net/httplib_serve.h"
+#include "adapters/net/tls_files.h"
 #include "base/status.h"
 
 namespace tessera::adapters {
@@ -226,17 +227,11 @@ absl::Status ServeAdmissionWebhook(const std::string& host, int port, const std:
                                    const std::string& key_file, const AdmissionOptions& options,
                                    const std::atomic<bool>* stop, std::atomic<int>* bound_port) {
   CertFiles files{cert_file, key_file};
-  {  // Load once now, so that a wrong path or a key that does not match fails at start.
-    SSL_CTX* probe = SSL_CTX_new(TLS_server_method());
-    SSL* ssl = probe != nullptr ? SSL_new(probe) : nullptr;
-    const bool ok = ssl != nullptr && LoadCertificate(ssl, &files) == 1;
-    if (ssl != nullptr) SSL_free(ssl);
-    if (probe != nullptr) SSL_CTX_free(probe);
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tls-cert ", cert_file, " / --tls-key ", key_file,
-                       ": cannot load a PEM certificate chain and its private key"));
-    }
+  // Checked once now, so that a wrong path or a key that does not match fails at start.
+  if (absl::Status files_ok = CheckCertificateAndKey(cert_file, key_file); !files_ok.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls-cert ", cert_file, " / --tls-key ", key_file,
+        ": cannot load a PEM certificate chain and its private key: ", files_ok.message()));
   }
   httplib::SSLServer server([&files](SSL_CTX& ctx) {
     SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);

@@ -203,9 +203,13 @@ TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
   EXPECT_THAT(ServeAdmissionWebhook("127.0.0.1", 0, dir + "/missing.crt", key, {}, nullptr, nullptr)
                   .message(),
               HasSubstr("cannot load a PEM certificate chain and its private key"));
-  EXPECT_THAT(ServeAdmissionWebhook("127.0.0.1", 0, cert, second.server_key(), {}, nullptr, nullptr)
-                  .message(),
-              HasSubstr("cannot load"));  // a key that is not the certificate's
+  EXPECT_THAT(
+      ServeAdmissionWebhook("127.0.0.1", 0, cert, second.server_key(), {}, nullptr, nullptr)
+          .message(),
+      HasSubstr("cannot load a PEM certificate chain and its private key: " + second.server_key() +
+                ": the private key is not the one of the "
+                "certificate in " +
+                cert));
 
   std::atomic<bool> stop{false};
   std::atomic<int> port{0};

@@ -1,0 +1,123 @@
+#include "adapters/net/tls_files.h"
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include <ctime>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "adapters/io/files.h"
+#include "base/status.h"
+
+namespace tessera::adapters {
+namespace {
+
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+struct X509Free {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct KeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+using Bio = std::unique_ptr<BIO, BioFree>;
+using Cert = std::unique_ptr<X509, X509Free>;
+using Key = std::unique_ptr<EVP_PKEY, KeyFree>;
+
+// For an encrypted key: no passphrase (OpenSSL's default would prompt on the terminal).
+int NoPassphrase(char*, int, int, void*) { return 0; }
+
+Bio MemoryBio(const std::string& pem) {
+  return Bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+}
+
+// The PEM certificates in `pem`, in order; an empty vector when the first does not parse. Sets
+// *trailing_garbage when something after the last certificate is not one.
+std::vector<Cert> ReadCertificates(const std::string& pem, bool* trailing_garbage) {
+  std::vector<Cert> certs;
+  Bio bio = MemoryBio(pem);
+  *trailing_garbage = false;
+  if (bio == nullptr) return certs;
+  ERR_clear_error();
+  while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, NoPassphrase, nullptr))
+    certs.emplace_back(x);
+  // The loop ends on the end of the input (no further "-----BEGIN"), or on a block that is no
+  // certificate.
+  const unsigned long err = ERR_peek_last_error();
+  *trailing_garbage =
+      err != 0 && !(ERR_GET_LIB(err) == ERR_LIB_PEM && ERR_GET_REASON(err) == PEM_R_NO_START_LINE);
+  ERR_clear_error();
+  return certs;
+}
+
+}  // namespace
+
+absl::Status CheckCertificateAndKey(const std::string& cert_file, const std::string& key_file) {
+  TESSERA_ASSIGN_OR_RETURN(std::string cert_pem, ReadFile(cert_file));
+  TESSERA_ASSIGN_OR_RETURN(std::string key_pem, ReadFile(key_file));
+  return CheckCertificateAndKeyPem(cert_pem, key_pem, cert_file, key_file);
+}
+
+absl::Status CheckCertificateAndKeyPem(const std::string& cert_pem, const std::string& key_pem,
+                                       const std::string& cert_file, const std::string& key_file) {
+  bool garbage = false;
+  std::vector<Cert> chain = ReadCertificates(cert_pem, &garbage);
+  if (chain.empty() || garbage) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        cert_file,
+        ": expected a PEM certificate chain (-----BEGIN CERTIFICATE----- blocks, the server's "
+        "own first), found ",
+        chain.empty() ? "none" : "a block after the certificates that is not one"));
+  }
+  Bio bio = MemoryBio(key_pem);
+  ERR_clear_error();
+  Key key(bio == nullptr ? nullptr
+                         : PEM_read_bio_PrivateKey(bio.get(), nullptr, NoPassphrase, nullptr));
+  ERR_clear_error();
+  if (key == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key_file, ": expected an unencrypted PEM private key"));
+  }
+  const bool match = X509_check_private_key(chain.front().get(), key.get()) == 1;
+  ERR_clear_error();
+  if (!match) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        key_file, ": the private key is not the one of the certificate in ", cert_file));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCaBundle(const std::string& ca_file) {
+  TESSERA_ASSIGN_OR_RETURN(std::string pem, ReadFile(ca_file));
+  return CheckCaBundlePem(pem, ca_file);
+}
+
+absl::Status CheckCaBundlePem(const std::string& pem, const std::string& ca_file) {
+  bool garbage = false;
+  std::vector<Cert> certs = ReadCertificates(pem, &garbage);
+  if (certs.empty() || garbage) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ca_file, ": expected PEM CA certificates (-----BEGIN CERTIFICATE----- blocks), found ",
+        certs.empty() ? "none" : "a block that is not one"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Time> CertificateNotAfter(const std::string& cert_pem) {
+  bool garbage = false;
+  std::vector<Cert> chain = ReadCertificates(cert_pem, &garbage);
+  struct tm when = {};
+  if (chain.empty() || ASN1_TIME_to_tm(X509_get0_notAfter(chain.front().get()), &when) != 1) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError("no PEM certificate to read an expiry from");
+  }
+  return absl::FromTimeT(timegm(&when));
+}
+
+}  // namespace tessera::adapters
