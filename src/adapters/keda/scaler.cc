@@ -13,7 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "adapters/io/files.h"
+#include "adapters/keda/server_tls.h"
 #include "externalscaler.grpc.pb.h"
 
 namespace tessera::adapters {
@@ -67,6 +67,17 @@ void Scaler::ForEachService(const std::function<std::string(const ServiceConfig&
       if (!line.empty()) log_(line);
     }
   }
+}
+
+void Scaler::Log(const std::string& line) {
+  if (!log_) return;
+  MutexLock lock(&log_mu_);
+  log_(line);
+}
+
+void Scaler::ShowTls(const TlsShown& tls) {
+  MutexLock lock(&mu_);
+  tls_ = tls;
 }
 
 void Scaler::PollOnce() {
@@ -236,6 +247,7 @@ std::string Scaler::MetricsText() const {
   // A snapshot, so that formatting holds no lock.
   std::map<std::string, Shown> services;
   std::map<std::pair<std::string, std::string>, int64_t> rpcs;
+  std::optional<TlsShown> tls;
   {
     MutexLock lock(&mu_);
     for (const auto& [name, svc] : services_) {
@@ -244,6 +256,7 @@ std::string Scaler::MetricsText() const {
       s.history_minutes = st.load_by_minute.empty() ? 0 : st.last_minute - st.first_minute + 1;
     }
     rpcs = rpcs_;
+    tls = tls_;
   }
   const absl::Time now = clock_.Now();
   // One family at a time, a sample per service (the format wants a family's samples together).
@@ -311,6 +324,21 @@ std::string Scaler::MetricsText() const {
   for (const auto& [key, n] : rpcs) {
     absl::StrAppend(&out, "tessera_scaler_grpc_requests_total{method=\"", key.first, "\",code=\"",
                     key.second, "\"} ", n, "\n");
+  }
+  // The TLS families are always declared (the alerts on them are checked against a plaintext
+  // scaler too); their samples only when the scaler serves TLS.
+  family("tessera_scaler_tls_certificate_expiry_timestamp_seconds", "gauge",
+         "When the certificate the scaler serves to KEDA expires (Unix time).");
+  if (tls.has_value()) {
+    absl::StrAppend(&out, "tessera_scaler_tls_certificate_expiry_timestamp_seconds ",
+                    absl::ToUnixSeconds(tls->not_after), "\n");
+  }
+  family("tessera_scaler_tls_reloads_total", "counter",
+         "Changes of the TLS files (tls.reloadInterval): renewed (served from the next "
+         "connection) or refused (they do not load; the previous certificate stays).");
+  if (tls.has_value()) {
+    absl::StrAppend(&out, "tessera_scaler_tls_reloads_total{outcome=\"renewed\"} ", tls->renewed,
+                    "\ntessera_scaler_tls_reloads_total{outcome=\"refused\"} ", tls->refused, "\n");
   }
   return out;
 }
@@ -464,22 +492,16 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
                          std::atomic<int>* bound_port) {
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   const ScalerConfig& cfg = scaler.config();
+  std::unique_ptr<ServerTls> tls;  // outlives the server, whose handshakes it answers
+  Scaler::TlsShown tls_shown;
   if (!cfg.tls_cert_file.empty()) {
-    grpc::SslServerCredentialsOptions opts(
-        cfg.tls_client_ca_file.empty()
-            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    absl::StatusOr<std::string> cert = ReadFile(cfg.tls_cert_file);
-    if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadFile(cfg.tls_key_file);
-    if (!key.ok()) return key.status();
-    opts.pem_key_cert_pairs.push_back({*key, *cert});
-    if (!cfg.tls_client_ca_file.empty()) {
-      absl::StatusOr<std::string> ca = ReadFile(cfg.tls_client_ca_file);
-      if (!ca.ok()) return ca.status();
-      opts.pem_root_certs = *ca;
-    }
-    creds = grpc::SslServerCredentials(opts);
+    absl::StatusOr<std::unique_ptr<ServerTls>> made =
+        ServerTls::Create(cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_client_ca_file);
+    if (!made.ok()) return made.status();
+    tls = std::move(*made);
+    creds = tls->credentials();
+    tls_shown.not_after = tls->not_after();
+    scaler.ShowTls(tls_shown);
   }
   ExternalScalerImpl service(scaler, stop);
   grpc::EnableDefaultHealthCheckService(true);  // for the kubelet's grpc probe
@@ -507,7 +529,19 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
   const absl::Duration tick = absl::Milliseconds(20);
   absl::Time next = clock.Now();
   absl::Duration slept;  // since the last poll
+  // The TLS files are read again every reload interval of time slept (whatever the clock does).
+  absl::Duration since_tls_reload;
   while (!stop->load()) {
+    if (tls != nullptr && since_tls_reload >= cfg.tls_reload_interval) {
+      ServerTls::Reloaded r = tls->Reload();
+      if (r.outcome != ServerTls::Outcome::kSame) {
+        scaler.Log(r.message);
+        ++(r.outcome == ServerTls::Outcome::kRenewed ? tls_shown.renewed : tls_shown.refused);
+        tls_shown.not_after = tls->not_after();
+        scaler.ShowTls(tls_shown);
+      }
+      since_tls_reload = absl::ZeroDuration();
+    }
     if (clock.Now() >= next || slept >= 2 * cfg.poll_interval) {
       scaler.PollOnce();
       next += cfg.poll_interval;
@@ -517,6 +551,7 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
     }
     std::this_thread::sleep_for(absl::ToChronoMilliseconds(tick));
     slept += tick;
+    since_tls_reload += tick;
   }
   server->Shutdown(absl::ToChronoTime(clock.Now() + absl::Seconds(2)));
   server->Wait();

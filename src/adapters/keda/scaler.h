@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -96,6 +97,18 @@ class Scaler {
   std::string MetricsText() const;
   // Counts an answered RPC by method and gRPC status code name (e.g. "GetMetrics", "OK").
   void CountRpc(const std::string& method, const std::string& code);
+  // One line to the log sink (if any), between whole poll reports: for what ServeScaler sees,
+  // such as renewed TLS files.
+  void Log(const std::string& line);
+  // What MetricsText shows of the server's TLS (ServeScaler sets it when it serves TLS): when
+  // the certificate served expires, and the reloads of its files that renewed it or were
+  // refused.
+  struct TlsShown {
+    absl::Time not_after = absl::InfinitePast();
+    int64_t renewed = 0;
+    int64_t refused = 0;
+  };
+  void ShowTls(const TlsShown& tls);
   const ScalerConfig& config() const { return config_; }
   const Clock& clock() const { return clock_; }
   static std::string MetricName(const std::string& service) { return "tessera-" + service; }
@@ -137,6 +150,7 @@ class Scaler {
   mutable Mutex mu_;
   std::map<std::string, Service> services_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, int64_t> rpcs_ ABSL_GUARDED_BY(mu_);
+  std::optional<TlsShown> tls_ ABSL_GUARDED_BY(mu_);  // none: plaintext
 };
 
 // Serves `scaler` on `listen` (host:port; port 0 = any, reported in *bound_port) until *stop,

@@ -212,10 +212,16 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
   TESSERA_RETURN_IF_ERROR(ReadPrometheusAccess(prom, c));
   if (Field tls = doc.Get("tls"); tls.present()) {
     TESSERA_RETURN_IF_ERROR(tls.RequireMap());
-    TESSERA_RETURN_IF_ERROR(tls.OnlyKeys({"certFile", "keyFile", "clientCAFile"}));
+    TESSERA_RETURN_IF_ERROR(
+        tls.OnlyKeys({"certFile", "keyFile", "clientCAFile", "reloadInterval"}));
     TESSERA_ASSIGN_OR_RETURN(c.tls_cert_file, tls.Get("certFile").String());
     TESSERA_ASSIGN_OR_RETURN(c.tls_key_file, tls.Get("keyFile").String());
     TESSERA_ASSIGN_OR_RETURN(c.tls_client_ca_file, tls.Get("clientCAFile").StringOr(""));
+    TESSERA_ASSIGN_OR_RETURN(c.tls_reload_interval,
+                             ReadDuration(tls.Get("reloadInterval"), c.tls_reload_interval));
+    if (c.tls_reload_interval < absl::Seconds(1) || c.tls_reload_interval > absl::Hours(24)) {
+      return tls.Get("reloadInterval").Error("expected from 1s to 24h");
+    }
   }
   TESSERA_ASSIGN_OR_RETURN(std::vector<Field> services, doc.Get("services").Items());
   if (services.empty()) {

@@ -63,6 +63,9 @@ struct ScalerConfig {
   std::string tls_cert_file;  // server certificate (PEM); with tls_key_file enables TLS
   std::string tls_key_file;
   std::string tls_client_ca_file;  // optional: require client certificates signed by it
+  // How often the three files are read again, so that a renewed certificate (cert-manager
+  // rewriting the mounted Secret) is served, and a renewed client CA trusted, without a restart.
+  absl::Duration tls_reload_interval = absl::Minutes(1);
   std::vector<ServiceConfig> services;
 
   const ServiceConfig* Find(const std::string& name) const;
