@@ -6,12 +6,18 @@
 
 namespace tessera::cmd {
 
-MetricsEndpoint::MetricsEndpoint(std::function<std::string()> text)
-    : server_([text = std::move(text)](const adapters::HttpCall& call) {
-        if (call.method != "GET" || call.path != "/metrics") {
-          return adapters::HttpReply{404, "text/plain", "only GET /metrics here\n"};
+MetricsEndpoint::MetricsEndpoint(std::function<std::string()> text, std::function<bool()> ready)
+    : server_([text = std::move(text), ready = std::move(ready)](const adapters::HttpCall& call) {
+        if (call.method == "GET" && call.path == "/metrics") {
+          return adapters::HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", text()};
         }
-        return adapters::HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", text()};
+        if (ready && call.method == "GET" && call.path == "/readyz") {
+          return ready() ? adapters::HttpReply{200, "text/plain", "ok\n"}
+                         : adapters::HttpReply{503, "text/plain", "not serving\n"};
+        }
+        return adapters::HttpReply{
+            404, "text/plain",
+            ready ? "only GET /metrics and /readyz here\n" : "only GET /metrics here\n"};
       }) {}
 
 absl::Status MetricsEndpoint::Listen(const std::string& address) {

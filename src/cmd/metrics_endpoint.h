@@ -1,6 +1,8 @@
 // `--metrics-listen` for the long-running subcommands: GET /metrics (Prometheus' text format) on
 // an address of its own, and nothing else there (404), so a service whose main port must stay
-// private (the scheduler extender's /bind) can still be scraped.
+// private (the scheduler extender's /bind) can still be scraped. With a readiness function, GET
+// /readyz too (200 "ok", or 503): a plain-HTTP readiness probe for a main port the kubelet cannot
+// probe itself (the scaler's gRPC port with TLS: the kubelet's grpc probe speaks no TLS).
 //
 // Example:
 //   MetricsEndpoint metrics([&] { return scaler.MetricsText(); });
@@ -19,7 +21,8 @@ namespace tessera::cmd {
 
 class MetricsEndpoint {
  public:
-  explicit MetricsEndpoint(std::function<std::string()> text);
+  explicit MetricsEndpoint(std::function<std::string()> text,
+                           std::function<bool()> ready = nullptr);
   // Serves on `address` (HOST:PORT, port 0 = any); an empty address serves nothing. The error
   // names the --metrics-listen flag.
   absl::Status Listen(const std::string& address);

@@ -180,15 +180,18 @@ int RunScaler(const ScalerFlags& flags) {
     std::cerr << absl::StrCat(
         absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", clock.Now(), absl::UTCTimeZone()), " ", line, "\n");
   });
-  // Prometheus metrics of the decisions, signals and RPCs, on their own HTTP port.
-  MetricsEndpoint metrics([&scaler] { return scaler.MetricsText(); });
+  std::atomic<bool>& stop = StopOnSignal();
+  std::atomic<bool> serving{false};  // the gRPC port is bound
+  // Prometheus metrics of the decisions, signals and RPCs, and /readyz, on their own HTTP port.
+  MetricsEndpoint metrics([&scaler] { return scaler.MetricsText(); },
+                          [&] { return serving.load() && !stop.load(); });
   if (absl::Status m = metrics.Listen(flags.metrics_listen); !m.ok()) {
     return Fail(std::string(m.message()));
   }
-  std::atomic<bool>& stop = StopOnSignal();
   absl::Status s = ServeAnnounced(
       stop,
       [&](int port) {
+        serving = true;
         return absl::StrCat("tessera scaler: ", config->services.size(), " services, Prometheus ",
                             config->prometheus.url, ", listening on port ", port,
                             metrics.Announcement(), "\n");

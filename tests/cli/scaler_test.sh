@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `tessera scaler` as a process: refuses a config it cannot use (exit 1, the file and field
-# named, nothing served), starts on a free port with one it can, and stops cleanly on SIGTERM.
+# named, nothing served), starts on a free port with one it can (ready on /readyz), and stops
+# cleanly on SIGTERM; with `tls`, serves a renewed certificate without a restart and keeps the
+# last good one through a broken renewal.
 # (The protocol itself, against a real Prometheus, is ScalerIntegration.* in the unit tests.)
 # Usage: scaler_test.sh path/to/tessera
 set -u
@@ -70,6 +72,78 @@ check "  (polls without data counted)" \
   grep -qE '^tessera_scaler_polls_without_data_total\{service="chat"\} [1-9]' "$WORK/metrics"
 check "  (in the text format)" grep -q '^# TYPE tessera_scaler_query_failures_total counter$' "$WORK/metrics"
 check "another path: 404" test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/")" = 404
+check "/readyz: ok once the gRPC port serves" \
+  test "$(curl -s -w ' %{http_code}' "http://127.0.0.1:$MPORT/readyz")" = "ok
+ 200"
+kill -TERM "$PID"
+wait "$PID"
+check "SIGTERM: exit 0" test $? = 0
+PID=
+
+# TLS through the binary: a Secret volume as the kubelet writes it (files linked through ..data,
+# renewed by swapping that link), the files read again every second.
+pki() {  # pki DIR: a CA and a server certificate for 127.0.0.1 it signed
+  mkdir -p "$1"
+  (cd "$1" && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 \
+      -subj /CN=test-ca &&
+    openssl req -newkey rsa:2048 -nodes -keyout tls.key -out tls.csr -subj /CN=scaler &&
+    printf 'subjectAltName=IP:127.0.0.1\n' >ext &&
+    openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out tls.crt -days 2 \
+      -extfile ext) >/dev/null 2>&1
+}
+publish() {  # publish VERSION_DIR: the volume's ..data now points there
+  ln -sfn "$1" "$WORK/secret/..data_tmp" && mv -T "$WORK/secret/..data_tmp" "$WORK/secret/..data"
+}
+pki "$WORK/pki1"
+pki "$WORK/pki2"
+mkdir -p "$WORK/secret/v1" "$WORK/secret/v2" "$WORK/secret/v3"
+cp "$WORK/pki1/tls.crt" "$WORK/pki1/tls.key" "$WORK/secret/v1/"
+cp "$WORK/pki2/tls.crt" "$WORK/pki2/tls.key" "$WORK/secret/v2/"
+cp "$WORK/pki2/tls.key" "$WORK/secret/v3/tls.crt"  # a broken renewal: a key for a certificate
+cp "$WORK/pki2/tls.key" "$WORK/secret/v3/tls.key"
+publish v1
+ln -s ..data/tls.crt "$WORK/secret/tls.crt"
+ln -s ..data/tls.key "$WORK/secret/tls.key"
+config "tls: {certFile: $WORK/secret/tls.crt, keyFile: $WORK/secret/tls.key, reloadInterval: 1s}" \
+  >"$WORK/tls.yaml"
+"$TESSERA" scaler --config "$WORK/tls.yaml" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+  2>"$WORK/log" >/dev/null &
+PID=$!
+for _ in $(seq 100); do
+  grep -q "listening on port" "$WORK/log" && break
+  sleep 0.1
+done
+GPORT=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$WORK/log")
+MPORT=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$WORK/log")
+check "with tls: serving" test -n "$GPORT"
+served_by() {  # served_by CA: whether the gRPC port's certificate verifies against CA
+  echo | openssl s_client -connect "127.0.0.1:$GPORT" -CAfile "$1" -verify_return_error \
+    -alpn h2 >/dev/null 2>&1
+}
+check "  its certificate is the first CA's" served_by "$WORK/pki1/ca.crt"
+not_served_by() { ! served_by "$1"; }
+check "  (not the second's)" not_served_by "$WORK/pki2/ca.crt"
+check "  /readyz ok over plain HTTP (the kubelet's grpc probe speaks no TLS)" \
+  test "$(curl -s "http://127.0.0.1:$MPORT/readyz")" = ok
+publish v3
+for _ in $(seq 50); do
+  grep -q "TLS: the files changed but do not load" "$WORK/log" && break
+  sleep 0.1
+done
+check "a broken renewal is refused and logged with why" \
+  grep -q "TLS: the files changed but do not load; the certificate served so far stays in use: .*secret/tls.crt: expected a PEM certificate chain" "$WORK/log"
+check "  and the first certificate is still served" served_by "$WORK/pki1/ca.crt"
+publish v2
+for _ in $(seq 50); do
+  grep -q "TLS: serving the renewed" "$WORK/log" && break
+  sleep 0.1
+done
+check "the mended renewal is served without a restart" served_by "$WORK/pki2/ca.crt"
+check "  and logged" grep -q "TLS: serving the renewed $WORK/secret/tls.crt from the next connection" "$WORK/log"
+curl -s "http://127.0.0.1:$MPORT/metrics" >"$WORK/metrics"
+check "  and counted" grep -qx 'tessera_scaler_tls_reloads_total{outcome="renewed"} 1' "$WORK/metrics"
+check "  (the refusal too)" grep -qx 'tessera_scaler_tls_reloads_total{outcome="refused"} 1' "$WORK/metrics"
+check "  with the new certificate's expiry" grep -qE '^tessera_scaler_tls_certificate_expiry_timestamp_seconds [0-9]{10}$' "$WORK/metrics"
 kill -TERM "$PID"
 wait "$PID"
 check "SIGTERM: exit 0" test $? = 0
