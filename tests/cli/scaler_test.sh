@@ -26,6 +26,19 @@ services:
 YAML
 }
 
+wait_log() {  # wait_log TEXT: up to 10 s for TEXT in the scaler's log
+  for _ in $(seq 100); do
+    grep -q "$1" "$WORK/log" && break
+    sleep 0.1
+  done
+}
+start_scaler() {  # start_scaler CONFIG: serves it on free ports (PID), once it says it listens
+  "$TESSERA" scaler --config "$1" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+    2>"$WORK/log" >/dev/null &
+  PID=$!
+  wait_log "listening on port"
+}
+
 config "  bearerTokenFile: $WORK/missing-token" >"$WORK/missing.yaml"
 "$TESSERA" scaler --config "$WORK/missing.yaml" --listen 127.0.0.1:0 2>"$WORK/err" >/dev/null
 check "an unreadable credential file: exit 1" test $? = 1
@@ -39,25 +52,13 @@ check "located" grep -q "header.yaml:6:.*expected an HTTP header name" "$WORK/er
 printf 's3cr3t-t0ken\n' >"$WORK/token"
 config "  bearerTokenFile: $WORK/token
   headers: {X-Scope-OrgID: team-a}" >"$WORK/good.yaml"
-"$TESSERA" scaler --config "$WORK/good.yaml" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
-  2>"$WORK/log" >/dev/null &
-PID=$!
-for _ in $(seq 100); do
-  grep -q "listening on port" "$WORK/log" && break
-  sleep 0.1
-done
+start_scaler "$WORK/good.yaml"
 check "a usable config: serving" grep -q "1 services, Prometheus http://127.0.0.1:9, listening on port [1-9]" "$WORK/log"
-for _ in $(seq 100); do  # a whole line: "chat: " alone may be half of one being written
-  grep -q "chat: .*127.0.0.1:9" "$WORK/log" && break
-  sleep 0.1
-done
+wait_log "chat: .*127.0.0.1:9"  # a whole line: "chat: " alone may be half of one being written
 # Prometheus is not there: the first decision holds (never zero on missing data), logged with why.
 check "the decision is logged with its reason" \
   grep -qE "^[0-9T:-]+Z chat: 1 replicas, data missing: holding at 1: no fresh .*127.0.0.1:9" "$WORK/log"
-for _ in $(seq 100); do
-  grep -q "chat: history" "$WORK/log" && break
-  sleep 0.1
-done
+wait_log "chat: history"
 # Nor is its history: the range queries fail, logged once, and the scaler serves on.
 check "the history that could not be rebuilt is logged with why" \
   grep -qE "^[0-9T:-]+Z chat: history not rebuilt \(.*query_range.*\); it builds up from now" "$WORK/log"
@@ -106,13 +107,7 @@ ln -s ..data/tls.crt "$WORK/secret/tls.crt"
 ln -s ..data/tls.key "$WORK/secret/tls.key"
 config "tls: {certFile: $WORK/secret/tls.crt, keyFile: $WORK/secret/tls.key, reloadInterval: 1s}" \
   >"$WORK/tls.yaml"
-"$TESSERA" scaler --config "$WORK/tls.yaml" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
-  2>"$WORK/log" >/dev/null &
-PID=$!
-for _ in $(seq 100); do
-  grep -q "listening on port" "$WORK/log" && break
-  sleep 0.1
-done
+start_scaler "$WORK/tls.yaml"
 GPORT=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$WORK/log")
 MPORT=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$WORK/log")
 check "with tls: serving" test -n "$GPORT"
@@ -129,18 +124,12 @@ check "  (not the second's)" not_served_by "$WORK/pki2/ca.crt"
 check "  /readyz ok over plain HTTP (the kubelet's grpc probe speaks no TLS)" \
   test "$(curl -s "http://127.0.0.1:$MPORT/readyz")" = ok
 publish v3
-for _ in $(seq 50); do
-  grep -q "TLS: the files changed but do not load" "$WORK/log" && break
-  sleep 0.1
-done
+wait_log "TLS: the files changed but do not load"
 check "a broken renewal is refused and logged with why" \
   grep -q "TLS: the files changed but do not load; the certificate served so far stays in use: .*secret/tls.crt: expected a PEM certificate chain" "$WORK/log"
 check "  and the first certificate is still served" served_by "$WORK/pki1/ca.crt"
 publish v2
-for _ in $(seq 50); do
-  grep -q "TLS: serving the renewed" "$WORK/log" && break
-  sleep 0.1
-done
+wait_log "TLS: serving the renewed"
 check "the mended renewal is served without a restart" served_by "$WORK/pki2/ca.crt"
 check "  and logged" grep -q "TLS: serving the renewed $WORK/secret/tls.crt from the next connection" "$WORK/log"
 curl -s "http://127.0.0.1:$MPORT/metrics" >"$WORK/metrics"
