@@ -35,9 +35,13 @@ int RunAdmissionWebhook(const WebhookFlags& flags) {
                             " (HTTPS; POST /mutate, GET /healthz)\n");
       },
       [&](std::atomic<int>* bound) {
-        return adapters::ServeAdmissionWebhook(host, port, flags.tls_cert, flags.tls_key,
-                                               {.scheduler_name = flags.scheduler_name}, &stop,
-                                               bound);
+        adapters::AdmissionOptions options{
+            .scheduler_name = flags.scheduler_name, .log = [](const std::string& line) {
+              // One write per line, so that lines from handshakes at once never interleave.
+              std::cerr << absl::StrCat("tessera admission-webhook: ", line, "\n");
+            }};
+        return adapters::ServeAdmissionWebhook(host, port, flags.tls_cert, flags.tls_key, options,
+                                               &stop, bound);
       });
   if (!s.ok()) return Fail(std::string(s.message()));
   return 0;

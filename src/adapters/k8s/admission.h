@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,9 @@ namespace tessera::adapters {
 struct AdmissionOptions {
   // Set as spec.schedulerName where the pod names none or "default-scheduler"; "" leaves it.
   std::string scheduler_name = "tessera-scheduler";
+  // Where ServeAdmissionWebhook reports what an operator must see (renewed TLS files that do not
+  // load), a line at a time, from any thread; none: not reported.
+  std::function<void(const std::string& line)> log;
 };
 
 // The env a sharing pod's containers get: variable name and the annotation it reads.
@@ -52,7 +56,9 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
 // Serves POST /mutate (ReviewAdmission) and GET /healthz over HTTPS on host:port (port 0: any
 // free one, stored in *bound_port) until *stop. The certificate chain and key are read from
 // their files at every TLS handshake, so a renewed certificate (a Secret volume updated by
-// cert-manager) is served from the next connection on. Fails at start if they do not load.
+// cert-manager) is served from the next connection on; files that no longer load are reported
+// (options.log, once per change) and the last pair that loaded is served meanwhile. Fails at
+// start if they do not load.
 absl::Status ServeAdmissionWebhook(const std::string& host, int port, const std::string& cert_file,
                                    const std::string& key_file, const AdmissionOptions& options,
                                    const std::atomic<bool>* stop, std::atomic<int>* bound_port);

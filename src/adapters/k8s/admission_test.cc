@@ -3,7 +3,10 @@
 #include <httplib.h>
 
 #include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "adapters/io/files.h"
@@ -125,8 +128,9 @@ TEST(Admission, LeavesPodsThatShareNoGpuAndWarnsWhereItLeavesTheUsersChoice) {
   // No scheduler named: set. With scheduler_name "" the webhook leaves it alone.
   pod["spec"].erase("schedulerName");
   EXPECT_EQ(pod.patch(PatchOf(Respond(review)))["spec"]["schedulerName"], "tessera-scheduler");
-  EXPECT_FALSE(pod.patch(PatchOf(Respond(review, {.scheduler_name = ""})))["spec"].contains(
-      "schedulerName"));
+  EXPECT_FALSE(
+      pod.patch(PatchOf(Respond(review, {.scheduler_name = "", .log = nullptr})))["spec"].contains(
+          "schedulerName"));
 
   // Not a pod's CREATE: allowed unchanged.
   json update = Review();
@@ -198,6 +202,10 @@ TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
     std::filesystem::rename(key + ".new", key);
     std::filesystem::rename(cert + ".new", cert);
   };
+  auto install_key = [&](const testing::TestCerts& pki) {
+    std::filesystem::copy_file(pki.server_key(), key,
+                               std::filesystem::copy_options::overwrite_existing);
+  };
   install(first);
 
   EXPECT_THAT(ServeAdmissionWebhook("127.0.0.1", 0, dir + "/missing.crt", key, {}, nullptr, nullptr)
@@ -214,8 +222,19 @@ TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
   std::atomic<bool> stop{false};
   std::atomic<int> port{0};
   absl::Status served;
+  std::mutex log_mu;
+  std::vector<std::string> log;
+  AdmissionOptions options;
+  options.log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(log_mu);
+    log.push_back(line);
+  };
+  auto logged = [&] {
+    std::lock_guard<std::mutex> lock(log_mu);
+    return log;
+  };
   std::thread server(
-      [&] { served = ServeAdmissionWebhook("127.0.0.1", 0, cert, key, {}, &stop, &port); });
+      [&] { served = ServeAdmissionWebhook("127.0.0.1", 0, cert, key, options, &stop, &port); });
   while (port.load() == 0 && served.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   auto post = [&](const std::string& ca, const std::string& body) {
     httplib::SSLClient c("127.0.0.1", port.load());
@@ -238,6 +257,32 @@ TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
   r = post(second.ca(), Review().dump());
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(logged().empty());
+
+  // A renewal that does not load (the certificate's file holds a key): the last good pair is
+  // still served, and the failure reported once however many connections come.
+  std::filesystem::copy_file(second.server_key(), cert,
+                             std::filesystem::copy_options::overwrite_existing);
+  for (int i = 0; i < 3; ++i) {
+    r = post(second.ca(), Review().dump());
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200);
+  }
+  ASSERT_EQ(logged().size(), 1u);
+  EXPECT_THAT(logged()[0], HasSubstr("TLS: the files changed but do not load; the certificate "
+                                     "served so far stays in use: " +
+                                     cert + ": expected a PEM certificate chain"));
+  // Mended, as a chain (leaf, then its CA): served, and nothing more reported.
+  std::filesystem::remove(cert);
+  {
+    std::ofstream chain(cert, std::ios::binary);
+    chain << std::ifstream(first.server_cert()).rdbuf() << std::ifstream(first.ca()).rdbuf();
+  }
+  install_key(first);
+  r = post(first.ca(), Review().dump());
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(logged().size(), 1u);
   stop.store(true);
   server.join();
   EXPECT_TRUE(served.ok()) << served;
