@@ -9,12 +9,10 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "adapters/io/files.h"
 #include "adapters/k8s/decoders.h"
 #include "adapters/k8s/extender_protocol.h"
 #include "adapters/net/httplib_serve.h"
 #include "adapters/net/tls_files.h"
-#include "base/mutex.h"
 #include "base/status.h"
 
 namespace tessera::adapters {
@@ -209,90 +207,42 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
 
 namespace {
 
-// The certificate the webhook serves. At every handshake the files are read again: a pair that
-// loads is served (and kept as the last good one), a pair that does not (a renewal half written,
-// a key beside the wrong certificate) is reported once per change and the last good pair is
-// served instead, so a broken Secret does not fail the API server's calls.
-class ServedCertificate {
- public:
-  ServedCertificate(std::string cert_file, std::string key_file, std::string cert_pem,
-                    std::string key_pem, std::function<void(const std::string&)> log)
-      : cert_file_(std::move(cert_file)),
-        key_file_(std::move(key_file)),
-        log_(std::move(log)),
-        cert_pem_(std::move(cert_pem)),
-        key_pem_(std::move(key_pem)) {}
-
-  // For SSL_CTX_set_cert_cb: called by OpenSSL at every handshake, before the server's
-  // certificate is sent; 0 fails the handshake.
-  static int Use(SSL* ssl, void* self) { return static_cast<ServedCertificate*>(self)->Use(ssl); }
-
- private:
-  int Use(SSL* ssl) {
-    absl::StatusOr<std::string> cert = ReadFile(cert_file_);
-    absl::StatusOr<std::string> key = ReadFile(key_file_);
-    std::string served_cert, served_key, report;
-    {
-      MutexLock lock(&mu_);
-      if (!cert.ok() || !key.ok() || *cert != cert_pem_ || *key != key_pem_) {
-        absl::Status loads = !cert.ok() ? cert.status()
-                             : !key.ok()
-                                 ? key.status()
-                                 : CheckCertificateAndKeyPem(*cert, *key, cert_file_, key_file_);
-        if (loads.ok()) {
-          cert_pem_ = *cert;
-          key_pem_ = *key;
-          refused_.clear();
-        } else {
-          const std::string seen =
-              cert.ok() && key.ok() ? absl::StrCat(*cert, *key) : std::string(loads.message());
-          if (seen != refused_) {
-            refused_ = seen;
-            report = absl::StrCat(
-                "TLS: the files changed but do not load; the certificate served so far stays in "
-                "use: ",
-                loads.message());
-          }
-        }
-      }
-      served_cert = cert_pem_;
-      served_key = key_pem_;
-    }
-    if (!report.empty() && log_) log_(report);
-    return Install(ssl, served_cert, served_key) ? 1 : 0;
-  }
-
-  // The chain (leaf first) and key, from memory, for this connection.
-  static bool Install(SSL* ssl, const std::string& cert_pem, const std::string& key_pem) {
-    BIO* certs = BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size()));
-    BIO* keys = BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size()));
-    bool ok = certs != nullptr && keys != nullptr;
-    X509* leaf = ok ? PEM_read_bio_X509(certs, nullptr, nullptr, nullptr) : nullptr;
-    ok = leaf != nullptr && SSL_use_certificate(ssl, leaf) == 1 && SSL_clear_chain_certs(ssl) == 1;
-    while (ok) {
-      X509* next = PEM_read_bio_X509(certs, nullptr, nullptr, nullptr);
-      if (next == nullptr) break;
-      ok = SSL_add0_chain_cert(ssl, next) == 1;  // takes `next` on success
-      if (!ok) X509_free(next);
-    }
-    EVP_PKEY* pkey = ok ? PEM_read_bio_PrivateKey(keys, nullptr, nullptr, nullptr) : nullptr;
-    ok = pkey != nullptr && SSL_use_PrivateKey(ssl, pkey) == 1 && SSL_check_private_key(ssl) == 1;
-    EVP_PKEY_free(pkey);
-    X509_free(leaf);
-    BIO_free(keys);
-    BIO_free(certs);
-    ERR_clear_error();  // the end of the chain reads as an error
-    return ok;
-  }
-
-  const std::string cert_file_;
-  const std::string key_file_;
-  const std::function<void(const std::string&)> log_;
-  Mutex mu_;
-  std::string cert_pem_ ABSL_GUARDED_BY(mu_);  // the last pair that loaded
-  std::string key_pem_ ABSL_GUARDED_BY(mu_);
-  std::string refused_ ABSL_GUARDED_BY(mu_);  // what was last reported as not loading
+// OpenSSL's certificate callback (SSL_CTX_set_cert_cb), called at every handshake before the
+// server's certificate is sent: the files are read again (`arg` is the TlsFiles); a pair that
+// loads is served, a pair that does not (a renewal half written, a key beside the wrong
+// certificate) is reported once per change and the last good pair is served instead, so a broken
+// Secret does not fail the API server's calls. 0 fails the handshake.
+struct CertificateCallback {
+  TlsFiles* files;
+  std::function<void(const std::string&)> log;
 };
+
+int UseCertificate(SSL* ssl, void* arg) {
+  const auto* cb = static_cast<const CertificateCallback*>(arg);
+  TlsFiles::Reloaded r = cb->files->Reload();
+  if (r.outcome == TlsFiles::Outcome::kRefused && cb->log) cb->log(r.message);
+  const TlsFiles::Material m = cb->files->current();
+  // The chain (leaf first) and key, from memory, for this connection.
+  BIO* certs = BIO_new_mem_buf(m.cert_pem.data(), static_cast<int>(m.cert_pem.size()));
+  BIO* keys = BIO_new_mem_buf(m.key_pem.data(), static_cast<int>(m.key_pem.size()));
+  bool ok = certs != nullptr && keys != nullptr;
+  X509* leaf = ok ? PEM_read_bio_X509(certs, nullptr, nullptr, nullptr) : nullptr;
+  ok = leaf != nullptr && SSL_use_certificate(ssl, leaf) == 1 && SSL_clear_chain_certs(ssl) == 1;
+  while (ok) {
+    X509* next = PEM_read_bio_X509(certs, nullptr, nullptr, nullptr);
+    if (next == nullptr) break;
+    ok = SSL_add0_chain_cert(ssl, next) == 1;  // takes `next` on success
+    if (!ok) X509_free(next);
+  }
+  EVP_PKEY* pkey = ok ? PEM_read_bio_PrivateKey(keys, nullptr, nullptr, nullptr) : nullptr;
+  ok = pkey != nullptr && SSL_use_PrivateKey(ssl, pkey) == 1 && SSL_check_private_key(ssl) == 1;
+  EVP_PKEY_free(pkey);
+  X509_free(leaf);
+  BIO_free(keys);
+  BIO_free(certs);
+  ERR_clear_error();  // the end of the chain reads as an error
+  return ok ? 1 : 0;
+}
 
 }  // namespace
 
@@ -300,20 +250,16 @@ absl::Status ServeAdmissionWebhook(const std::string& host, int port, const std:
                                    const std::string& key_file, const AdmissionOptions& options,
                                    const std::atomic<bool>* stop, std::atomic<int>* bound_port) {
   // Checked once now, so that a wrong path or a key that does not match fails at start.
-  absl::StatusOr<std::string> cert = ReadFile(cert_file);
-  absl::StatusOr<std::string> key = ReadFile(key_file);
-  absl::Status files_ok = !cert.ok()  ? cert.status()
-                          : !key.ok() ? key.status()
-                                      : CheckCertificateAndKeyPem(*cert, *key, cert_file, key_file);
-  if (!files_ok.ok()) {
+  absl::StatusOr<std::unique_ptr<TlsFiles>> files = TlsFiles::Load(cert_file, key_file, "");
+  if (!files.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--tls-cert ", cert_file, " / --tls-key ", key_file,
-        ": cannot load a PEM certificate chain and its private key: ", files_ok.message()));
+        ": cannot load a PEM certificate chain and its private key: ", files.status().message()));
   }
-  ServedCertificate served(cert_file, key_file, *cert, *key, options.log);
-  httplib::SSLServer server([&served](SSL_CTX& ctx) {
+  CertificateCallback callback{files->get(), options.log};
+  httplib::SSLServer server([&callback](SSL_CTX& ctx) {
     SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
-    SSL_CTX_set_cert_cb(&ctx, &ServedCertificate::Use, &served);
+    SSL_CTX_set_cert_cb(&ctx, UseCertificate, &callback);
     return true;
   });
   if (!server.is_valid()) return absl::InternalError("cannot set up TLS");

@@ -23,19 +23,20 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "adapters/net/tls_files.h"
 #include "base/mutex.h"
 
 namespace tessera::adapters {
 
 class ServerTls {
  public:
-  // Reads and checks the files (`client_ca_file` empty: no client certificate asked for; else
-  // one signed by it is required). InvalidArgument, NotFound or PermissionDenied naming the file
-  // and what is wrong when they do not load.
+  // Reads and checks the files (TlsFiles::Load; `client_ca_file` empty: no client certificate
+  // asked for, else one signed by it is required).
   static absl::StatusOr<std::unique_ptr<ServerTls>> Create(const std::string& cert_file,
                                                            const std::string& key_file,
                                                            const std::string& client_ca_file);
@@ -46,40 +47,24 @@ class ServerTls {
   // For ServerBuilder::AddListeningPort. This object must outlive every server built with them.
   std::shared_ptr<grpc::ServerCredentials> credentials() const { return credentials_; }
 
-  // When the certificate served now expires (what Create or the last renewal read).
-  absl::Time not_after() const;
+  // When the certificate served now expires.
+  absl::Time not_after() const { return files_->current().not_after; }
 
-  enum class Outcome { kSame, kRenewed, kRefused };
-  struct Reloaded {
-    Outcome outcome = Outcome::kSame;
-    std::string message;  // for kRenewed and kRefused: a line for the log, naming the files
-  };
-  // Reads the files again. Contents unlike the served ones that load are served from the next
-  // handshake (kRenewed); ones that do not are refused (kRefused, with the reason; the served
-  // ones stay). The same contents again are kSame, refused or not, so each change of the files
-  // is reported once. Thread-safe.
-  Reloaded Reload();
+  using Outcome = TlsFiles::Outcome;
+  using Reloaded = TlsFiles::Reloaded;
+  // Reads the files again (TlsFiles::Reload): what loads is served from the next handshake.
+  Reloaded Reload() { return files_->Reload(); }
 
  private:
-  ServerTls(std::string cert_file, std::string key_file, std::string client_ca_file);
-  // gRPC core's fetcher: the checked material if it is newer than what core has.
+  explicit ServerTls(std::unique_ptr<TlsFiles> files) : files_(std::move(files)) {}
+  // gRPC core's fetcher: the current material if it is newer than what core has.
   static grpc_ssl_certificate_config_reload_status Fetch(
       void* self, grpc_ssl_server_certificate_config** config);
 
-  const std::string cert_file_;
-  const std::string key_file_;
-  const std::string client_ca_file_;
+  const std::unique_ptr<TlsFiles> files_;
   std::shared_ptr<grpc::ServerCredentials> credentials_;
-  mutable Mutex mu_;
-  // The checked material, and its version (1 at Create); what core last took up.
-  std::string cert_pem_ ABSL_GUARDED_BY(mu_);
-  std::string key_pem_ ABSL_GUARDED_BY(mu_);
-  std::string ca_pem_ ABSL_GUARDED_BY(mu_);
-  absl::Time not_after_ ABSL_GUARDED_BY(mu_);
-  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t handed_version_ ABSL_GUARDED_BY(mu_) = 0;
-  // The contents last refused, so that the same failure is reported once per change of files.
-  std::string refused_ ABSL_GUARDED_BY(mu_);
+  Mutex mu_;
+  int64_t handed_version_ ABSL_GUARDED_BY(mu_) = 0;  // the TlsFiles version core last took up
 };
 
 }  // namespace tessera::adapters

@@ -8,6 +8,7 @@
 
 #include <ctime>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -45,8 +46,9 @@ std::vector<Cert> ReadCertificates(const std::string& pem, bool* trailing_garbag
   *trailing_garbage = false;
   if (bio == nullptr) return certs;
   ERR_clear_error();
-  while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, NoPassphrase, nullptr))
+  while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, NoPassphrase, nullptr)) {
     certs.emplace_back(x);
+  }
   // The loop ends on the end of the input (no further "-----BEGIN"), or on a block that is no
   // certificate.
   const unsigned long err = ERR_peek_last_error();
@@ -57,12 +59,6 @@ std::vector<Cert> ReadCertificates(const std::string& pem, bool* trailing_garbag
 }
 
 }  // namespace
-
-absl::Status CheckCertificateAndKey(const std::string& cert_file, const std::string& key_file) {
-  TESSERA_ASSIGN_OR_RETURN(std::string cert_pem, ReadFile(cert_file));
-  TESSERA_ASSIGN_OR_RETURN(std::string key_pem, ReadFile(key_file));
-  return CheckCertificateAndKeyPem(cert_pem, key_pem, cert_file, key_file);
-}
 
 absl::Status CheckCertificateAndKeyPem(const std::string& cert_pem, const std::string& key_pem,
                                        const std::string& cert_file, const std::string& key_file) {
@@ -93,11 +89,6 @@ absl::Status CheckCertificateAndKeyPem(const std::string& cert_pem, const std::s
   return absl::OkStatus();
 }
 
-absl::Status CheckCaBundle(const std::string& ca_file) {
-  TESSERA_ASSIGN_OR_RETURN(std::string pem, ReadFile(ca_file));
-  return CheckCaBundlePem(pem, ca_file);
-}
-
 absl::Status CheckCaBundlePem(const std::string& pem, const std::string& ca_file) {
   bool garbage = false;
   std::vector<Cert> certs = ReadCertificates(pem, &garbage);
@@ -118,6 +109,95 @@ absl::StatusOr<absl::Time> CertificateNotAfter(const std::string& cert_pem) {
     return absl::InvalidArgumentError("no PEM certificate to read an expiry from");
   }
   return absl::FromTimeT(timegm(&when));
+}
+
+namespace {
+
+// The files' contents; read errors as ReadFile's.
+absl::StatusOr<TlsFiles::Material> ReadMaterial(const std::string& cert_file,
+                                                const std::string& key_file,
+                                                const std::string& ca_file) {
+  TlsFiles::Material m;
+  TESSERA_ASSIGN_OR_RETURN(m.cert_pem, ReadFile(cert_file));
+  TESSERA_ASSIGN_OR_RETURN(m.key_pem, ReadFile(key_file));
+  if (!ca_file.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(m.ca_pem, ReadFile(ca_file));
+  }
+  return m;
+}
+
+bool SameFiles(const TlsFiles::Material& a, const TlsFiles::Material& b) {
+  return a.cert_pem == b.cert_pem && a.key_pem == b.key_pem && a.ca_pem == b.ca_pem;
+}
+
+// Checks `m` and sets its not_after.
+absl::Status Check(TlsFiles::Material& m, const std::string& cert_file, const std::string& key_file,
+                   const std::string& ca_file) {
+  TESSERA_RETURN_IF_ERROR(CheckCertificateAndKeyPem(m.cert_pem, m.key_pem, cert_file, key_file));
+  if (!ca_file.empty()) TESSERA_RETURN_IF_ERROR(CheckCaBundlePem(m.ca_pem, ca_file));
+  TESSERA_ASSIGN_OR_RETURN(m.not_after, CertificateNotAfter(m.cert_pem));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+TlsFiles::TlsFiles(std::string cert_file, std::string key_file, std::string ca_file,
+                   Material material)
+    : cert_file_(std::move(cert_file)),
+      key_file_(std::move(key_file)),
+      ca_file_(std::move(ca_file)),
+      current_(std::move(material)) {}
+
+absl::StatusOr<std::unique_ptr<TlsFiles>> TlsFiles::Load(const std::string& cert_file,
+                                                         const std::string& key_file,
+                                                         const std::string& ca_file) {
+  TESSERA_ASSIGN_OR_RETURN(Material m, ReadMaterial(cert_file, key_file, ca_file));
+  TESSERA_RETURN_IF_ERROR(Check(m, cert_file, key_file, ca_file));
+  return std::unique_ptr<TlsFiles>(new TlsFiles(cert_file, key_file, ca_file, std::move(m)));
+}
+
+TlsFiles::Reloaded TlsFiles::Reload() {
+  absl::StatusOr<Material> m = ReadMaterial(cert_file_, key_file_, ca_file_);
+  {
+    MutexLock lock(&mu_);
+    if (m.ok() && SameFiles(*m, current_)) {
+      refused_.clear();
+      return {};
+    }
+  }
+  // Changed (or unreadable): checked outside the lock, which handshakes take.
+  absl::Status checked = m.ok() ? Check(*m, cert_file_, key_file_, ca_file_) : m.status();
+  const std::string seen =
+      m.ok() ? absl::StrCat(m->cert_pem, m->key_pem, m->ca_pem) : std::string(m.status().message());
+  MutexLock lock(&mu_);
+  if (m.ok() && SameFiles(*m, current_)) {
+    return {};  // taken up meanwhile by another caller
+  }
+  if (!checked.ok()) {
+    if (seen == refused_) return {};
+    refused_ = seen;
+    return {Outcome::kRefused,
+            absl::StrCat("TLS: the files changed but do not load; the certificate served so far "
+                         "stays in use: ",
+                         checked.message())};
+  }
+  refused_.clear();
+  m->version = current_.version + 1;
+  current_ = std::move(*m);
+  return {Outcome::kRenewed,
+          absl::StrCat("TLS: serving the renewed ", cert_file_,
+                       ca_file_.empty() ? "" : absl::StrCat(" and trusting ", ca_file_),
+                       " from the next connection")};
+}
+
+TlsFiles::Material TlsFiles::current() const {
+  MutexLock lock(&mu_);
+  return current_;
+}
+
+int64_t TlsFiles::version() const {
+  MutexLock lock(&mu_);
+  return current_.version;
 }
 
 }  // namespace tessera::adapters

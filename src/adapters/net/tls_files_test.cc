@@ -25,19 +25,25 @@ std::string Join(const std::string& name, std::initializer_list<std::string> par
   return path;
 }
 
+// What TlsFiles::Load says of these files.
+absl::Status LoadStatus(const std::string& cert, const std::string& key,
+                        const std::string& ca = "") {
+  return TlsFiles::Load(cert, key, ca).status();
+}
+
 TEST(TlsFiles, CertificateAndItsKey) {
   testing::TestCerts pki;
   ASSERT_TRUE(pki.ok()) << pki.error();
-  EXPECT_TRUE(CheckCertificateAndKey(pki.server_cert(), pki.server_key()).ok());
+  EXPECT_TRUE(LoadStatus(pki.server_cert(), pki.server_key()).ok());
   // A chain: the leaf first, then the CA.
   const std::string chain = Join("chain.crt", {*ReadFile(pki.server_cert()), *ReadFile(pki.ca())});
-  EXPECT_TRUE(CheckCertificateAndKey(chain, pki.server_key()).ok());
+  EXPECT_TRUE(LoadStatus(chain, pki.server_key()).ok());
 }
 
 TEST(TlsFiles, WhatIsWrongAndWhere) {
   testing::TestCerts pki;
   ASSERT_TRUE(pki.ok()) << pki.error();
-  absl::Status s = CheckCertificateAndKey(pki.server_cert(), pki.client_key());
+  absl::Status s = LoadStatus(pki.server_cert(), pki.client_key());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr(pki.client_key() +
                                      ": the private key is not the one of the certificate in " +
@@ -45,23 +51,23 @@ TEST(TlsFiles, WhatIsWrongAndWhere) {
   // The CA first: its key is not the leaf's.
   const std::string ca_first =
       Join("ca-first.crt", {*ReadFile(pki.ca()), *ReadFile(pki.server_cert())});
-  EXPECT_THAT(CheckCertificateAndKey(ca_first, pki.server_key()).message(),
+  EXPECT_THAT(LoadStatus(ca_first, pki.server_key()).message(),
               HasSubstr("is not the one of the certificate"));
-  EXPECT_THAT(CheckCertificateAndKey(pki.server_key(), pki.server_key()).message(),
+  EXPECT_THAT(LoadStatus(pki.server_key(), pki.server_key()).message(),
               HasSubstr(pki.server_key() + ": expected a PEM certificate chain"));
-  EXPECT_THAT(CheckCertificateAndKey(pki.server_cert(), pki.server_cert()).message(),
+  EXPECT_THAT(LoadStatus(pki.server_cert(), pki.server_cert()).message(),
               HasSubstr(pki.server_cert() + ": expected an unencrypted PEM private key"));
   const std::string torn =
       Join("torn.crt", {*ReadFile(pki.server_cert()), "-----BEGIN CERTIFICATE-----\nAAAA\n"});
-  EXPECT_THAT(CheckCertificateAndKey(torn, pki.server_key()).message(),
+  EXPECT_THAT(LoadStatus(torn, pki.server_key()).message(),
               HasSubstr("found a block after the certificates that is not one"));
-  s = CheckCertificateAndKey("/nonexistent/tls.crt", pki.server_key());
+  s = LoadStatus("/nonexistent/tls.crt", pki.server_key());
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(s.message(), HasSubstr("/nonexistent/tls.crt"));
   // The key's contents never appear in a message.
   const std::string key = *ReadFile(pki.server_key());
   const std::string body = key.substr(key.find('\n') + 1, 40);
-  EXPECT_THAT(CheckCertificateAndKey(pki.server_cert(), pki.server_cert()).message(),
+  EXPECT_THAT(LoadStatus(pki.server_cert(), pki.server_cert()).message(),
               ::testing::Not(HasSubstr(body)));
 }
 
@@ -73,7 +79,7 @@ TEST(TlsFiles, EncryptedKeyIsRefusedWithoutAsking) {
       absl::StrCat("openssl pkey -in '", pki.server_key(), "' -aes256 -passout pass:secret -out '",
                    encrypted, "' 2>/dev/null");
   ASSERT_EQ(std::system(command.c_str()), 0);
-  EXPECT_THAT(CheckCertificateAndKey(pki.server_cert(), encrypted).message(),
+  EXPECT_THAT(LoadStatus(pki.server_cert(), encrypted).message(),
               HasSubstr(encrypted + ": expected an unencrypted PEM private key"));
 }
 
@@ -102,15 +108,17 @@ TEST(TlsFiles, CertificateNotAfterAsOpensslReadsIt) {
 TEST(TlsFiles, CaBundle) {
   testing::TestCerts pki;
   ASSERT_TRUE(pki.ok()) << pki.error();
-  EXPECT_TRUE(CheckCaBundle(pki.ca()).ok());
+  EXPECT_TRUE(LoadStatus(pki.server_cert(), pki.server_key(), pki.ca()).ok());
   const std::string two = Join("two.crt", {*ReadFile(pki.ca()), *ReadFile(pki.other_ca())});
-  EXPECT_TRUE(CheckCaBundle(two).ok());
-  EXPECT_THAT(CheckCaBundle(pki.server_key()).message(),
+  EXPECT_TRUE(LoadStatus(pki.server_cert(), pki.server_key(), two).ok());
+  EXPECT_THAT(LoadStatus(pki.server_cert(), pki.server_key(), pki.server_key()).message(),
               HasSubstr(pki.server_key() + ": expected PEM CA certificates"));
-  EXPECT_THAT(CheckCaBundle(Join("empty.crt", {})).message(), HasSubstr("found none"));
+  EXPECT_THAT(LoadStatus(pki.server_cert(), pki.server_key(), Join("empty.crt", {})).message(),
+              HasSubstr("found none"));
   const std::string torn =
       Join("torn-ca.crt", {*ReadFile(pki.ca()), "-----BEGIN CERTIFICATE-----\nAAAA\n"});
-  EXPECT_THAT(CheckCaBundle(torn).message(), HasSubstr("found a block that is not one"));
+  EXPECT_THAT(LoadStatus(pki.server_cert(), pki.server_key(), torn).message(),
+              HasSubstr("found a block that is not one"));
 }
 
 }  // namespace
