@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "adapters/k8s/admission.h"
 #include "cmd/listen_address.h"
+#include "cmd/metrics_endpoint.h"
 #include "cmd/signals.h"
 
 namespace tessera::cmd {
@@ -27,22 +28,31 @@ int RunAdmissionWebhook(const WebhookFlags& flags) {
   if (flags.tls_cert.empty() || flags.tls_key.empty()) {
     return Fail("--tls-cert and --tls-key are required: the API server calls webhooks over HTTPS");
   }
+  // /metrics over plain HTTP on an address of its own: the webhook's port is HTTPS for the API
+  // server, and Prometheus' pod scrapes speak plain HTTP unless told otherwise.
+  adapters::AdmissionMetrics counted;
+  MetricsEndpoint metrics([&counted] { return counted.Text(); });
+  if (absl::Status m = metrics.Listen(flags.metrics_listen); !m.ok()) {
+    return Fail(std::string(m.message()));
+  }
   std::atomic<bool>& stop = StopOnSignal();
   absl::Status s = ServeAnnounced(
       stop,
       [&](int port) {
         return absl::StrCat("tessera admission-webhook: listening on ", host, ":", port,
-                            " (HTTPS; POST /mutate, GET /healthz)\n");
+                            " (HTTPS; POST /mutate, GET /healthz)", metrics.Announcement(), "\n");
       },
       [&](std::atomic<int>* bound) {
+        auto log = [](const std::string& line) {
+          // One write per line, so that lines from handshakes at once never interleave.
+          std::cerr << absl::StrCat("tessera admission-webhook: ", line, "\n");
+        };
         adapters::AdmissionOptions options{
-            .scheduler_name = flags.scheduler_name, .log = [](const std::string& line) {
-              // One write per line, so that lines from handshakes at once never interleave.
-              std::cerr << absl::StrCat("tessera admission-webhook: ", line, "\n");
-            }};
+            .scheduler_name = flags.scheduler_name, .log = log, .metrics = &counted};
         return adapters::ServeAdmissionWebhook(host, port, flags.tls_cert, flags.tls_key, options,
                                                &stop, bound);
       });
+  metrics.Stop();
   if (!s.ok()) return Fail(std::string(s.message()));
   return 0;
 }

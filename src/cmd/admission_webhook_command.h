@@ -11,6 +11,7 @@ struct WebhookFlags {
   std::string tls_cert;  // PEM chain (required; the API server calls webhooks over HTTPS only)
   std::string tls_key;   // PEM private key (required)
   std::string scheduler_name = "tessera-scheduler";  // "" leaves spec.schedulerName alone
+  std::string metrics_listen;  // HOST:PORT for GET /metrics over plain HTTP; "" none
 };
 
 // Runs until SIGTERM or SIGINT. Exit status: 0 after a signal; 1 on bad flags, a certificate

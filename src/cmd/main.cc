@@ -118,6 +118,9 @@ int Main(int argc, char** argv) {
   hook_cmd->add_option("--scheduler-name", hook.scheduler_name,
                        "Set as spec.schedulerName of sharing pods that name none or "
                        "default-scheduler (default tessera-scheduler; \"\" leaves it)");
+  hook_cmd->add_option("--metrics-listen", hook.metrics_listen,
+                       "HOST:PORT serving GET /metrics over plain HTTP, for Prometheus (reviews "
+                       "answered, the certificate's expiry, TLS renewals); default none");
 
   tessera::cmd::FetchFlags fetchf;
   CLI::App* fetch_cmd = app.add_subcommand(

@@ -2,7 +2,8 @@
 # End-to-end test of `tessera admission-webhook`: served over HTTPS with a throw-away CA, it
 # answers an AdmissionReview of a sharing pod with the JSON Patch that adds the env reading the
 # extender's bind annotations, refuses a pod with a wrong annotation, answers 400 to what is not
-# a review, exits 0 on SIGTERM and 1 on bad flags. Usage: admission_webhook_test.sh TESSERA
+# a review, counts each answer on its --metrics-listen port, exits 0 on SIGTERM and 1 on bad flags.
+# Usage: admission_webhook_test.sh TESSERA
 set -u
 TESSERA=${1:?usage: admission_webhook_test.sh path/to/tessera}
 ROOT=${TESSERA_SOURCE_DIR:?}
@@ -23,10 +24,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 check "test certificates made" test -s "$WORK/tls.crt"
 
 "$TESSERA" admission-webhook --listen 127.0.0.1:0 --tls-cert "$WORK/tls.crt" \
-  --tls-key "$WORK/tls.key" 2>"$WORK/stderr" &
+  --tls-key "$WORK/tls.key" --metrics-listen 127.0.0.1:0 2>"$WORK/stderr" &
 PID=$!
 PORT=$(announced_port "$WORK/stderr")
 check "announces its port" test -n "$PORT"
+MPORT=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$WORK/stderr")
+check "and its metrics port" test -n "$MPORT"
 
 post() {  # post FILE -> prints "STATUS BODY", verifying the server against the test CA
   curl -s --cacert "$WORK/ca.crt" -o "$WORK/body" -w '%{http_code}' -H 'Content-Type: application/json' \
@@ -59,6 +62,16 @@ check "naming the annotation" grep -q 'tessera.io/gpu-compute' <<<"$out"
 echo 'not a review' >"$WORK/junk"
 out=$(post "$WORK/junk")
 check "what is not a review gets 400" test "${out%% *}" = 400
+curl -s "http://127.0.0.1:$MPORT/metrics" >"$WORK/metrics"
+for line in 'tessera_webhook_reviews_total{outcome="patched"} 1' \
+  'tessera_webhook_reviews_total{outcome="refused"} 1' \
+  'tessera_webhook_reviews_total{outcome="malformed"} 1' \
+  'tessera_webhook_tls_reloads_total{outcome="refused"} 0'; do
+  check "metrics: $line" grep -qxF "$line" "$WORK/metrics"
+done
+expiry=$(date -d "$(openssl x509 -enddate -noout -in "$WORK/tls.crt" | cut -d= -f2)" +%s)
+check "metrics: the certificate's notAfter" \
+  grep -qx "tessera_webhook_tls_certificate_expiry_timestamp_seconds $expiry" "$WORK/metrics"
 check "healthz" bash -c "curl -s --cacert '$WORK/ca.crt' https://127.0.0.1:$PORT/healthz | grep -qx ok"
 check "plain HTTP is not served" bash -c "! curl -s -m 5 http://127.0.0.1:$PORT/healthz | grep -q ok"
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The alerts shipped in deploy/*/monitoring (the scaler's and the scheduler extender's): each
-# PrometheusRule renders, its rule groups pass `promtool check rules`, its alerts fire and clear as
-# tests/cli/<name>_alerts.test.yaml expects (`promtool test rules`), and every tessera_* metric the
-# rules use is one the running binary serves on its --metrics-listen port.
+# The alerts shipped in deploy/*/monitoring (the scaler's, the scheduler extender's and the
+# admission webhook's): each PrometheusRule renders, its rule groups pass `promtool check rules`,
+# its alerts fire and clear as tests/cli/<name>_alerts.test.yaml expects (`promtool test rules`),
+# and every tessera_* metric the rules use is one the running binary serves on its
+# --metrics-listen port.
 # Usage: alerts_test.sh path/to/tessera
 set -u
 TESSERA=${1:?usage: alerts_test.sh path/to/tessera}
@@ -69,4 +70,13 @@ env -u KUBERNETES_SERVICE_HOST "$TESSERA" scheduler-extender --listen 127.0.0.1:
   2>"$WORK/extender.log" >/dev/null &
 PID=$!
 served extender "$WORK/extender.log"
+
+rules webhook admission-webhook
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/tls.key" -out "$WORK/tls.crt" -days 1 \
+  -subj /CN=tessera-webhook.tessera-system.svc >"$WORK/openssl.log" 2>&1
+check "webhook: a test certificate" test -s "$WORK/tls.crt"
+"$TESSERA" admission-webhook --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+  --tls-cert "$WORK/tls.crt" --tls-key "$WORK/tls.key" 2>"$WORK/webhook.log" >/dev/null &
+PID=$!
+served webhook "$WORK/webhook.log"
 finish alerts_test

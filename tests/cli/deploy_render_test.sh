@@ -105,5 +105,7 @@ check "webhook: runs admission-webhook with the Secret's files" \
   bash -c "grep -q -- '- admission-webhook' '$W' && grep -q -- '--tls-cert=/etc/tessera/tls/tls.crt' '$W' && grep -q 'secretName: tessera-webhook-tls' '$W'"
 check "webhook: the certificate names the Service" grep -q 'tessera-webhook.tessera-system.svc$' "$W"
 check "webhook: two replicas" grep -q 'replicas: 2' "$W"
+check "webhook: metrics on the scraped port" \
+  bash -c "grep -q -- '--metrics-listen=0.0.0.0:9098' '$W' && grep -q 'prometheus.io/port: \"9098\"' '$W'"
 
 finish deploy_render_test

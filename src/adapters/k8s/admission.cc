@@ -6,6 +6,7 @@
 #include <openssl/ssl.h>
 
 #include <set>
+#include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -153,8 +154,64 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
   return m;
 }
 
-absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
-                                            const AdmissionOptions& options) {
+void AdmissionMetrics::CountReview(ReviewOutcome outcome) {
+  switch (outcome) {
+    case ReviewOutcome::kPatched:
+      ++patched_;
+      break;
+    case ReviewOutcome::kUnchanged:
+      ++unchanged_;
+      break;
+    case ReviewOutcome::kRefused:
+      ++refused_;
+      break;
+  }
+}
+
+void AdmissionMetrics::CountMalformed() { ++malformed_; }
+
+void AdmissionMetrics::CountReload(bool renewed) { ++(renewed ? renewed_ : reload_refused_); }
+
+void AdmissionMetrics::SetCertificateExpiry(absl::Time not_after) {
+  expiry_unix_s_.store(absl::ToUnixSeconds(not_after));
+}
+
+std::string AdmissionMetrics::Text() const {
+  std::string out = absl::StrCat(
+      "# HELP tessera_webhook_reviews_total AdmissionReviews answered: patched (a sharing pod "
+      "given its env), unchanged (let through as it is), refused (wrong share annotations), "
+      "malformed (not an AdmissionReview request: HTTP 400, which the API server's "
+      "failurePolicy Fail turns into a refused pod).\n"
+      "# TYPE tessera_webhook_reviews_total counter\n");
+  for (auto [outcome, n] : {std::pair{"patched", &patched_},
+                            {"unchanged", &unchanged_},
+                            {"refused", &refused_},
+                            {"malformed", &malformed_}}) {
+    absl::StrAppend(&out, "tessera_webhook_reviews_total{outcome=\"", outcome, "\"} ", n->load(),
+                    "\n");
+  }
+  absl::StrAppend(
+      &out,
+      "# HELP tessera_webhook_tls_certificate_expiry_timestamp_seconds When the certificate "
+      "the webhook serves expires (Unix time; read again at each TLS handshake).\n"
+      "# TYPE tessera_webhook_tls_certificate_expiry_timestamp_seconds gauge\n");
+  if (const int64_t expiry = expiry_unix_s_.load(); expiry != 0) {
+    absl::StrAppend(&out, "tessera_webhook_tls_certificate_expiry_timestamp_seconds ", expiry,
+                    "\n");
+  }
+  absl::StrAppend(&out,
+                  "# HELP tessera_webhook_tls_reloads_total Changes of the TLS files seen at a "
+                  "handshake: renewed (served from then on) or refused (they do not load; the "
+                  "previous certificate stays).\n"
+                  "# TYPE tessera_webhook_tls_reloads_total counter\n"
+                  "tessera_webhook_tls_reloads_total{outcome=\"renewed\"} ",
+                  renewed_.load(), "\ntessera_webhook_tls_reloads_total{outcome=\"refused\"} ",
+                  reload_refused_.load(), "\n");
+  return out;
+}
+
+absl::StatusOr<std::string> ReviewAdmission(absl::string_view body, const AdmissionOptions& options,
+                                            ReviewOutcome* outcome) {
   TESSERA_ASSIGN_OR_RETURN(json review, ParseJson(body, "AdmissionReview"));
   if (!review.is_object()) return Bad("AdmissionReview", "expected an object");
   if (review.value("apiVersion", json()) != "admission.k8s.io/v1" ||
@@ -174,6 +231,7 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
     return Bad("AdmissionReview.request.uid", "required string missing");
   }
   json response = {{"uid", (*request)["uid"]}, {"allowed", true}};
+  ReviewOutcome result = ReviewOutcome::kUnchanged;
   const json kind = request->value("kind", json::object());
   const bool pod_create = kind.is_object() && kind.value("group", json("")) == "" &&
                           kind.value("kind", json()) == "Pod" &&
@@ -186,6 +244,7 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
     }
     absl::StatusOr<PodMutation> m = MutatePod(*object, options);
     if (!m.ok()) {
+      result = ReviewOutcome::kRefused;
       response["allowed"] = false;
       response["status"] = {{"status", "Failure"},
                             {"reason", "BadRequest"},
@@ -193,12 +252,14 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
                             {"message", absl::StrCat("tessera: ", m.status().message())}};
     } else {
       if (!m->patch.empty()) {
+        result = ReviewOutcome::kPatched;
         response["patchType"] = "JSONPatch";
         response["patch"] = absl::Base64Escape(m->patch.dump());
       }
       if (!m->warnings.empty()) response["warnings"] = m->warnings;
     }
   }
+  if (outcome != nullptr) *outcome = result;
   return json{{"apiVersion", "admission.k8s.io/v1"},
               {"kind", "AdmissionReview"},
               {"response", std::move(response)}}
@@ -215,6 +276,7 @@ namespace {
 struct CertificateCallback {
   TlsFiles* files;
   std::function<void(const std::string&)> log;
+  AdmissionMetrics* metrics;  // may be null
 };
 
 int UseCertificate(SSL* ssl, void* arg) {
@@ -222,6 +284,10 @@ int UseCertificate(SSL* ssl, void* arg) {
   TlsFiles::Reloaded r = cb->files->Reload();
   if (r.outcome == TlsFiles::Outcome::kRefused && cb->log) cb->log(r.message);
   const TlsFiles::Material m = cb->files->current();
+  if (r.outcome != TlsFiles::Outcome::kSame && cb->metrics != nullptr) {
+    cb->metrics->CountReload(r.outcome == TlsFiles::Outcome::kRenewed);
+    cb->metrics->SetCertificateExpiry(m.not_after);
+  }
   // The chain (leaf first) and key, from memory, for this connection.
   BIO* certs = BIO_new_mem_buf(m.cert_pem.data(), static_cast<int>(m.cert_pem.size()));
   BIO* keys = BIO_new_mem_buf(m.key_pem.data(), static_cast<int>(m.key_pem.size()));
@@ -256,7 +322,9 @@ absl::Status ServeAdmissionWebhook(const std::string& host, int port, const std:
         "--tls-cert ", cert_file, " / --tls-key ", key_file,
         ": cannot load a PEM certificate chain and its private key: ", files.status().message()));
   }
-  CertificateCallback callback{files->get(), options.log};
+  CertificateCallback callback{files->get(), options.log, options.metrics};
+  if (options.metrics != nullptr)
+    options.metrics->SetCertificateExpiry((*files)->current().not_after);
   httplib::SSLServer server([&callback](SSL_CTX& ctx) {
     SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
     SSL_CTX_set_cert_cb(&ctx, UseCertificate, &callback);
@@ -265,7 +333,15 @@ absl::Status ServeAdmissionWebhook(const std::string& host, int port, const std:
   if (!server.is_valid()) return absl::InternalError("cannot set up TLS");
   server.set_payload_max_length(size_t{16} << 20);
   server.Post("/mutate", [&options](const httplib::Request& req, httplib::Response& res) {
-    absl::StatusOr<std::string> reply = ReviewAdmission(req.body, options);
+    ReviewOutcome outcome = ReviewOutcome::kUnchanged;
+    absl::StatusOr<std::string> reply = ReviewAdmission(req.body, options, &outcome);
+    if (options.metrics != nullptr) {
+      if (reply.ok()) {
+        options.metrics->CountReview(outcome);
+      } else {
+        options.metrics->CountMalformed();
+      }
+    }
     if (!reply.ok()) {
       res.status = 400;
       res.set_content(std::string(reply.status().message()) + "\n", "text/plain");

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -21,9 +22,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
 namespace tessera::adapters {
+
+class AdmissionMetrics;
 
 struct AdmissionOptions {
   // Set as spec.schedulerName where the pod names none or "default-scheduler"; "" leaves it.
@@ -31,6 +35,31 @@ struct AdmissionOptions {
   // Where ServeAdmissionWebhook reports what an operator must see (renewed TLS files that do not
   // load), a line at a time, from any thread; none: not reported.
   std::function<void(const std::string& line)> log;
+  // Where ServeAdmissionWebhook counts what it answers and its TLS files' renewals; none: not
+  // counted. Must outlive the server.
+  AdmissionMetrics* metrics = nullptr;
+};
+
+// What a review came to: the pod patched, let through unchanged (anything but a sharing pod's
+// CREATE, or one already patched), or refused (wrong share annotations).
+enum class ReviewOutcome { kPatched, kUnchanged, kRefused };
+
+// What a webhook has answered and the certificate it serves, in Prometheus' text format, for
+// `--metrics-listen` (docs/scheduler-extender.md lists the metrics). Thread-safe.
+class AdmissionMetrics {
+ public:
+  void CountReview(ReviewOutcome outcome);
+  void CountMalformed();  // a body that is not an AdmissionReview request (HTTP 400)
+  // A change of the TLS files: renewed (`renewed`) or refused; and the certificate served now.
+  void CountReload(bool renewed);
+  void SetCertificateExpiry(absl::Time not_after);
+
+  std::string Text() const;
+
+ private:
+  std::atomic<int64_t> patched_{0}, unchanged_{0}, refused_{0}, malformed_{0};
+  std::atomic<int64_t> renewed_{0}, reload_refused_{0};
+  std::atomic<int64_t> expiry_unix_s_{0};  // 0: not serving yet
 };
 
 // The env a sharing pod's containers get: variable name and the annotation it reads.
@@ -49,16 +78,17 @@ absl::StatusOr<PodMutation> MutatePod(const nlohmann::json& pod, const Admission
 // Answers one AdmissionReview request body with its AdmissionReview response. Pods refused by
 // MutatePod are answered allowed: false with the reason; anything but a pod's CREATE is allowed
 // unchanged. InvalidArgument (HTTP 400) when the body is not an admission.k8s.io/v1
-// AdmissionReview request.
-absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
-                                            const AdmissionOptions& options);
+// AdmissionReview request. `outcome`, when given, is set for each review answered.
+absl::StatusOr<std::string> ReviewAdmission(absl::string_view body, const AdmissionOptions& options,
+                                            ReviewOutcome* outcome = nullptr);
 
 // Serves POST /mutate (ReviewAdmission) and GET /healthz over HTTPS on host:port (port 0: any
 // free one, stored in *bound_port) until *stop. The certificate chain and key are read from
 // their files at every TLS handshake, so a renewed certificate (a Secret volume updated by
 // cert-manager) is served from the next connection on; files that no longer load are reported
 // (options.log, once per change) and the last pair that loaded is served meanwhile. Fails at
-// start if they do not load.
+// start if they do not load. With options.metrics, every answer and change of the files is
+// counted there.
 absl::Status ServeAdmissionWebhook(const std::string& host, int port, const std::string& cert_file,
                                    const std::string& key_file, const AdmissionOptions& options,
                                    const std::atomic<bool>* stop, std::atomic<int>* bound_port);

@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "adapters/io/files.h"
 #include "adapters/k8s/extender_protocol.h"
 #include "adapters/net/test_certs.h"
+#include "adapters/net/tls_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -20,6 +22,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 json Review() {
   absl::StatusOr<std::string> text =
@@ -128,9 +131,9 @@ TEST(Admission, LeavesPodsThatShareNoGpuAndWarnsWhereItLeavesTheUsersChoice) {
   // No scheduler named: set. With scheduler_name "" the webhook leaves it alone.
   pod["spec"].erase("schedulerName");
   EXPECT_EQ(pod.patch(PatchOf(Respond(review)))["spec"]["schedulerName"], "tessera-scheduler");
-  EXPECT_FALSE(
-      pod.patch(PatchOf(Respond(review, {.scheduler_name = "", .log = nullptr})))["spec"].contains(
-          "schedulerName"));
+  EXPECT_FALSE(pod.patch(PatchOf(
+      Respond(review, {.scheduler_name = "", .log = nullptr, .metrics = nullptr})))["spec"]
+                   .contains("schedulerName"));
 
   // Not a pod's CREATE: allowed unchanged.
   json update = Review();
@@ -184,6 +187,63 @@ TEST(Admission, RefusesPodsWithWrongAnnotationsAndAnswers400ToWhatIsNotAReview) 
               HasSubstr("pod.spec.containers[1].env: expected an array"));
 }
 
+// What each review came to, as ServeAdmissionWebhook counts it for its metrics.
+TEST(Admission, SaysWhatEachReviewCameTo) {
+  auto outcome_of = [](const json& review) {
+    ReviewOutcome outcome = ReviewOutcome::kPatched;
+    absl::StatusOr<std::string> reply = ReviewAdmission(review.dump(), {}, &outcome);
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return outcome;
+  };
+  json review = Review();
+  EXPECT_EQ(outcome_of(review), ReviewOutcome::kPatched);
+  // Patched once, the pod needs nothing more (a reinvocation).
+  json patched = review;
+  patched["request"]["object"] = review["request"]["object"].patch(PatchOf(Respond(review)));
+  EXPECT_EQ(outcome_of(patched), ReviewOutcome::kUnchanged);
+  json plain = review;
+  plain["request"]["object"]["metadata"].erase("annotations");
+  EXPECT_EQ(outcome_of(plain), ReviewOutcome::kUnchanged);
+  json wrong = review;
+  wrong["request"]["object"]["metadata"]["annotations"]["tessera.io/gpu-memory"] = "30Gx";
+  EXPECT_EQ(outcome_of(wrong), ReviewOutcome::kRefused);
+  // Not a review: an error, and the outcome untouched.
+  ReviewOutcome untouched = ReviewOutcome::kRefused;
+  EXPECT_FALSE(ReviewAdmission("{", {}, &untouched).ok());
+  EXPECT_EQ(untouched, ReviewOutcome::kRefused);
+}
+
+TEST(Admission, MetricsTextCountsReviewsAndTheCertificatesRenewals) {
+  AdmissionMetrics m;
+  // Before the server has loaded its certificate: every family declared, no expiry sample.
+  std::string text = m.Text();
+  EXPECT_THAT(text, HasSubstr("# TYPE tessera_webhook_reviews_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_webhook_reviews_total{outcome=\"patched\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE tessera_webhook_tls_certificate_expiry_timestamp_seconds "
+                              "gauge\n"));
+  EXPECT_THAT(text, Not(HasSubstr("\ntessera_webhook_tls_certificate_expiry_timestamp_seconds ")));
+  EXPECT_THAT(text, HasSubstr("tessera_webhook_tls_reloads_total{outcome=\"refused\"} 0\n"));
+  m.CountReview(ReviewOutcome::kPatched);
+  m.CountReview(ReviewOutcome::kPatched);
+  m.CountReview(ReviewOutcome::kUnchanged);
+  m.CountReview(ReviewOutcome::kRefused);
+  m.CountMalformed();
+  m.CountReload(/*renewed=*/true);
+  m.CountReload(/*renewed=*/false);
+  m.CountReload(/*renewed=*/false);
+  m.SetCertificateExpiry(absl::FromUnixSeconds(1798761600));
+  text = m.Text();
+  for (const char* line : {"tessera_webhook_reviews_total{outcome=\"patched\"} 2\n",
+                           "tessera_webhook_reviews_total{outcome=\"unchanged\"} 1\n",
+                           "tessera_webhook_reviews_total{outcome=\"refused\"} 1\n",
+                           "tessera_webhook_reviews_total{outcome=\"malformed\"} 1\n",
+                           "tessera_webhook_tls_certificate_expiry_timestamp_seconds 1798761600\n",
+                           "tessera_webhook_tls_reloads_total{outcome=\"renewed\"} 1\n",
+                           "tessera_webhook_tls_reloads_total{outcome=\"refused\"} 2\n"}) {
+    EXPECT_THAT(text, HasSubstr(line));
+  }
+}
+
 // Over HTTPS, as the API server calls it; the certificate is read at each handshake, so
 // replacing the files (cert-manager renewing the Secret) is served from the next connection.
 TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
@@ -224,7 +284,9 @@ TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
   absl::Status served;
   std::mutex log_mu;
   std::vector<std::string> log;
+  AdmissionMetrics metrics;
   AdmissionOptions options;
+  options.metrics = &metrics;
   options.log = [&](const std::string& line) {
     std::lock_guard<std::mutex> lock(log_mu);
     log.push_back(line);
@@ -251,6 +313,18 @@ TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   EXPECT_THAT(r->body, HasSubstr("AdmissionReview"));
+  EXPECT_THAT(metrics.Text(), HasSubstr("tessera_webhook_reviews_total{outcome=\"patched\"} 1\n"));
+  EXPECT_THAT(metrics.Text(),
+              HasSubstr("tessera_webhook_reviews_total{outcome=\"malformed\"} 1\n"));
+  auto expiry_line = [](const std::string& pem_file) {
+    absl::StatusOr<std::string> pem = ReadFile(pem_file);
+    EXPECT_TRUE(pem.ok()) << pem.status();
+    absl::StatusOr<absl::Time> not_after = CertificateNotAfter(*pem);
+    EXPECT_TRUE(not_after.ok()) << not_after.status();
+    return absl::StrCat("tessera_webhook_tls_certificate_expiry_timestamp_seconds ",
+                        absl::ToUnixSeconds(*not_after), "\n");
+  };
+  EXPECT_THAT(metrics.Text(), HasSubstr(expiry_line(first.server_cert())));
 
   install(second);
   EXPECT_FALSE(post(first.ca(), Review().dump()));
@@ -258,6 +332,9 @@ TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200);
   EXPECT_TRUE(logged().empty());
+  EXPECT_THAT(metrics.Text(), HasSubstr(expiry_line(second.server_cert())));
+  EXPECT_THAT(metrics.Text(),
+              HasSubstr("tessera_webhook_tls_reloads_total{outcome=\"renewed\"} 1\n"));
 
   // A renewal that does not load (the certificate's file holds a key): the last good pair is
   // still served, and the failure reported once however many connections come.
@@ -269,6 +346,9 @@ TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
     EXPECT_EQ(r->status, 200);
   }
   ASSERT_EQ(logged().size(), 1u);
+  EXPECT_THAT(metrics.Text(),
+              HasSubstr("tessera_webhook_tls_reloads_total{outcome=\"refused\"} 1\n"));
+  EXPECT_THAT(metrics.Text(), HasSubstr(expiry_line(second.server_cert())));  // still served
   EXPECT_THAT(logged()[0], HasSubstr("TLS: the files changed but do not load; the certificate "
                                      "served so far stays in use: " +
                                      cert + ": expected a PEM certificate chain"));
@@ -283,6 +363,12 @@ TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(logged().size(), 1u);
+  EXPECT_THAT(metrics.Text(), HasSubstr(expiry_line(first.server_cert())));
+  EXPECT_THAT(metrics.Text(),
+              HasSubstr("tessera_webhook_tls_reloads_total{outcome=\"renewed\"} 2\n"));
+  EXPECT_THAT(metrics.Text(),
+              HasSubstr("tessera_webhook_tls_reloads_total{outcome=\"refused\"} 1\n"));
+  EXPECT_THAT(metrics.Text(), HasSubstr("tessera_webhook_reviews_total{outcome=\"patched\"} 6\n"));
   stop.store(true);
   server.join();
   EXPECT_TRUE(served.ok()) << served;
