@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # bench/autoscale-seeds on a small generated Azure-format trace: the summary's counts and medians
-# agree with the per-seed JSON it leaves, and a failing run fails the script with its command.
+# agree with the per-seed JSON it leaves, the static count in hindsight is the fewest replicas
+# whose run reaches 99% (one fewer's does not), and a failing run fails the script with its
+# command.
 # Usage: autoscale_seeds_test.sh path/to/tessera
 set -u
 TESSERA=${1:?usage: autoscale_seeds_test.sh path/to/tessera}
@@ -15,7 +17,7 @@ python3 "$SEEDS" "$TESSERA" "$WORK/trace.csv" "$WORK/out" --seeds 1-3 --rate-sca
   --warmup 5m >"$WORK/summary.txt" 2>&1
 check "exits 0" test $? = 0
 check "four scenarios" test "$(grep -c '^\(dense\|independent\) copies, warm-up' "$WORK/summary.txt")" = 4
-check "twelve sweeps kept" test "$(find "$WORK/out" -name '*.json' | wc -l)" = 12
+check "twelve sweeps kept" test "$(find "$WORK/out" -maxdepth 1 -name '*.json' | wc -l)" = 12
 # Recompute every row from the JSON: Tessera cheaper than both baselines, medians of the frontiers.
 check "rows match the runs" python3 - "$WORK/summary.txt" "$WORK/out" <<'PY'
 import json, re, statistics, sys
@@ -41,6 +43,21 @@ for b in blocks:
                 assert shown == "-", (shown, xs)
             else:
                 assert abs(float(shown) - statistics.median(xs)) < 0.006, (shown, xs)
+    # The static count in hindsight: N reaches 99%, N - 1 does not, and the line shows N's
+    # utilisation; Tessera's best compared with it.
+    counts = re.search(r"the counts by seed: (.*); tessera's best at least as high on (\d+) of 3", b)
+    assert counts, b
+    util = []
+    for s, n in zip((1, 2, 3), counts.group(1).split(", ")):
+        n = int(n)
+        at = lambda k: json.load(open(f"{out}/static/{mode}-{warm}-{s}-{k}.json"))["runs"][0]
+        assert at(n)["slo_attainment"] >= 0.99 and at(n)["params"]["replicas"] == n, (mode, warm, s, n)
+        assert n == 1 or at(n - 1)["slo_attainment"] < 0.99, (mode, warm, s, n)
+        util.append(at(n)["utilization"])
+    line = re.search(r"static, the count chosen in hindsight: .*median ([0-9.]+)%", b)
+    assert line and abs(float(line.group(1)) - 100 * statistics.median(util)) < 0.06, (line, util)
+    ours = [max([r["utilization"] for r in x if r["policy"] == "tessera" and r["slo_attainment"] >= 0.99], default=None) for x in runs]
+    assert int(counts.group(2)) == sum(1 for a, c in zip(ours, util) if a is not None and a >= c - 1e-9), (ours, util)
 PY
 python3 "$SEEDS" "$TESSERA" "$WORK/missing.csv" "$WORK/out2" --seeds 1 >"$WORK/err.txt" 2>&1
 check "a failing run fails" test $? -ne 0
