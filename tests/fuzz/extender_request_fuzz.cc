@@ -21,10 +21,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;
   (void)adapters::DecodeBindingArgs(text);
   (void)adapters::DecodeAssignment(text);
-  // The webhook's answer, when there is one, is JSON whose patch applies to the pod it reviewed.
-  if (absl::StatusOr<std::string> reply = adapters::ReviewAdmission(text, {}); reply.ok()) {
+  // The webhook's answer, when there is one, is JSON, and the outcome its metrics count is the
+  // answer's: patched when it carries a patch, refused when it does not allow the pod.
+  adapters::ReviewOutcome outcome = adapters::ReviewOutcome::kUnchanged;
+  if (absl::StatusOr<std::string> reply = adapters::ReviewAdmission(text, {}, &outcome);
+      reply.ok()) {
     nlohmann::json r = nlohmann::json::parse(*reply, nullptr, false);
     if (r.is_discarded() || !r["response"].is_object()) __builtin_trap();
+    const nlohmann::json& response = r["response"];
+    const bool patched = response.contains("patch");
+    const bool refused = response.value("allowed", true) == false;
+    if (patched != (outcome == adapters::ReviewOutcome::kPatched) ||
+        refused != (outcome == adapters::ReviewOutcome::kRefused)) {
+      __builtin_trap();
+    }
   }
   // What the API server answers when the extender rebuilds its state (pods, nodes) and follows
   // it (the pod and node watches' events).

@@ -284,8 +284,11 @@ int UseCertificate(SSL* ssl, void* arg) {
   TlsFiles::Reloaded r = cb->files->Reload();
   if (r.outcome == TlsFiles::Outcome::kRefused && cb->log) cb->log(r.message);
   const TlsFiles::Material m = cb->files->current();
-  if (r.outcome != TlsFiles::Outcome::kSame && cb->metrics != nullptr) {
-    cb->metrics->CountReload(r.outcome == TlsFiles::Outcome::kRenewed);
+  if (cb->metrics != nullptr) {
+    if (r.outcome != TlsFiles::Outcome::kSame) {
+      cb->metrics->CountReload(r.outcome == TlsFiles::Outcome::kRenewed);
+    }
+    // At every handshake, so that one that raced a later renewal is put right by the next.
     cb->metrics->SetCertificateExpiry(m.not_after);
   }
   // The chain (leaf first) and key, from memory, for this connection.
@@ -323,8 +326,9 @@ absl::Status ServeAdmissionWebhook(const std::string& host, int port, const std:
         ": cannot load a PEM certificate chain and its private key: ", files.status().message()));
   }
   CertificateCallback callback{files->get(), options.log, options.metrics};
-  if (options.metrics != nullptr)
+  if (options.metrics != nullptr) {
     options.metrics->SetCertificateExpiry((*files)->current().not_after);
+  }
   httplib::SSLServer server([&callback](SSL_CTX& ctx) {
     SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
     SSL_CTX_set_cert_cb(&ctx, UseCertificate, &callback);
