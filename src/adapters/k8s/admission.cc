@@ -170,10 +170,9 @@ void AdmissionMetrics::CountReview(ReviewOutcome outcome) {
 
 void AdmissionMetrics::CountMalformed() { ++malformed_; }
 
-void AdmissionMetrics::CountReload(bool renewed) { ++(renewed ? renewed_ : reload_refused_); }
-
-void AdmissionMetrics::SetCertificateExpiry(absl::Time not_after) {
-  expiry_unix_s_.store(absl::ToUnixSeconds(not_after));
+void AdmissionMetrics::ShowTls(std::shared_ptr<const TlsFiles> files) {
+  MutexLock lock(&mu_);
+  tls_ = std::move(files);
 }
 
 std::string AdmissionMetrics::Text() const {
@@ -190,23 +189,13 @@ std::string AdmissionMetrics::Text() const {
     absl::StrAppend(&out, "tessera_webhook_reviews_total{outcome=\"", outcome, "\"} ", n->load(),
                     "\n");
   }
-  absl::StrAppend(
-      &out,
-      "# HELP tessera_webhook_tls_certificate_expiry_timestamp_seconds When the certificate "
-      "the webhook serves expires (Unix time; read again at each TLS handshake).\n"
-      "# TYPE tessera_webhook_tls_certificate_expiry_timestamp_seconds gauge\n");
-  if (const int64_t expiry = expiry_unix_s_.load(); expiry != 0) {
-    absl::StrAppend(&out, "tessera_webhook_tls_certificate_expiry_timestamp_seconds ", expiry,
-                    "\n");
+  std::shared_ptr<const TlsFiles> tls;
+  {
+    MutexLock lock(&mu_);
+    tls = tls_;
   }
-  absl::StrAppend(&out,
-                  "# HELP tessera_webhook_tls_reloads_total Changes of the TLS files seen at a "
-                  "handshake: renewed (served from then on) or refused (they do not load; the "
-                  "previous certificate stays).\n"
-                  "# TYPE tessera_webhook_tls_reloads_total counter\n"
-                  "tessera_webhook_tls_reloads_total{outcome=\"renewed\"} ",
-                  renewed_.load(), "\ntessera_webhook_tls_reloads_total{outcome=\"refused\"} ",
-                  reload_refused_.load(), "\n");
+  AppendTlsMetrics(&out, "tessera_webhook", tls.get(), "the webhook serves to the API server",
+                   "read at each TLS handshake");
   return out;
 }
 
@@ -276,7 +265,6 @@ namespace {
 struct CertificateCallback {
   TlsFiles* files;
   std::function<void(const std::string&)> log;
-  AdmissionMetrics* metrics;  // may be null
 };
 
 int UseCertificate(SSL* ssl, void* arg) {
@@ -284,13 +272,6 @@ int UseCertificate(SSL* ssl, void* arg) {
   TlsFiles::Reloaded r = cb->files->Reload();
   if (r.outcome == TlsFiles::Outcome::kRefused && cb->log) cb->log(r.message);
   const TlsFiles::Material m = cb->files->current();
-  if (cb->metrics != nullptr) {
-    if (r.outcome != TlsFiles::Outcome::kSame) {
-      cb->metrics->CountReload(r.outcome == TlsFiles::Outcome::kRenewed);
-    }
-    // At every handshake, so that one that raced a later renewal is put right by the next.
-    cb->metrics->SetCertificateExpiry(m.not_after);
-  }
   // The chain (leaf first) and key, from memory, for this connection.
   BIO* certs = BIO_new_mem_buf(m.cert_pem.data(), static_cast<int>(m.cert_pem.size()));
   BIO* keys = BIO_new_mem_buf(m.key_pem.data(), static_cast<int>(m.key_pem.size()));
@@ -325,10 +306,9 @@ absl::Status ServeAdmissionWebhook(const std::string& host, int port, const std:
         "--tls-cert ", cert_file, " / --tls-key ", key_file,
         ": cannot load a PEM certificate chain and its private key: ", files.status().message()));
   }
-  CertificateCallback callback{files->get(), options.log, options.metrics};
-  if (options.metrics != nullptr) {
-    options.metrics->SetCertificateExpiry((*files)->current().not_after);
-  }
+  std::shared_ptr<TlsFiles> served = std::move(*files);
+  CertificateCallback callback{served.get(), options.log};
+  if (options.metrics != nullptr) options.metrics->ShowTls(served);
   httplib::SSLServer server([&callback](SSL_CTX& ctx) {
     SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
     SSL_CTX_set_cert_cb(&ctx, UseCertificate, &callback);

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,7 +23,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/time/time.h"
+#include "adapters/net/tls_files.h"
+#include "base/mutex.h"
 #include "nlohmann/json.hpp"
 
 namespace tessera::adapters {
@@ -50,16 +52,15 @@ class AdmissionMetrics {
  public:
   void CountReview(ReviewOutcome outcome);
   void CountMalformed();  // a body that is not an AdmissionReview request (HTTP 400)
-  // A change of the TLS files: renewed (`renewed`) or refused; and the certificate served now.
-  void CountReload(bool renewed);
-  void SetCertificateExpiry(absl::Time not_after);
+  // The TLS files whose expiry and reloads Text() shows (ServeAdmissionWebhook sets them).
+  void ShowTls(std::shared_ptr<const TlsFiles> files);
 
   std::string Text() const;
 
  private:
   std::atomic<int64_t> patched_{0}, unchanged_{0}, refused_{0}, malformed_{0};
-  std::atomic<int64_t> renewed_{0}, reload_refused_{0};
-  std::atomic<int64_t> expiry_unix_s_{0};  // 0: not serving yet
+  mutable Mutex mu_;
+  std::shared_ptr<const TlsFiles> tls_ ABSL_GUARDED_BY(mu_);
 };
 
 // The env a sharing pod's containers get: variable name and the annotation it reads.

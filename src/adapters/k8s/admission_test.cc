@@ -187,6 +187,16 @@ TEST(Admission, RefusesPodsWithWrongAnnotationsAndAnswers400ToWhatIsNotAReview) 
               HasSubstr("pod.spec.containers[1].env: expected an array"));
 }
 
+// The expiry sample the webhook's metrics show while serving the certificate in `pem_file`.
+std::string ExpiryLine(const std::string& pem_file) {
+  absl::StatusOr<std::string> pem = ReadFile(pem_file);
+  EXPECT_TRUE(pem.ok()) << pem.status();
+  absl::StatusOr<absl::Time> not_after = CertificateNotAfter(pem.ok() ? *pem : "");
+  EXPECT_TRUE(not_after.ok()) << not_after.status();
+  return absl::StrCat("tessera_webhook_tls_certificate_expiry_timestamp_seconds ",
+                      not_after.ok() ? absl::ToUnixSeconds(*not_after) : 0, "\n");
+}
+
 // What each review came to, as ServeAdmissionWebhook counts it for its metrics.
 TEST(Admission, SaysWhatEachReviewCameTo) {
   auto outcome_of = [](const json& review) {
@@ -228,18 +238,38 @@ TEST(Admission, MetricsTextCountsReviewsAndTheCertificatesRenewals) {
   m.CountReview(ReviewOutcome::kUnchanged);
   m.CountReview(ReviewOutcome::kRefused);
   m.CountMalformed();
-  m.CountReload(/*renewed=*/true);
-  m.CountReload(/*renewed=*/false);
-  m.CountReload(/*renewed=*/false);
-  m.SetCertificateExpiry(absl::FromUnixSeconds(1798761600));
+  // The files served: renewed once, then two broken renewals, each refused.
+  testing::TestCerts first, second;
+  ASSERT_TRUE(first.ok()) << first.error();
+  ASSERT_TRUE(second.ok()) << second.error();
+  const std::string dir = ::testing::TempDir() + "/webhook-metrics-certs";
+  std::filesystem::create_directories(dir);
+  const std::string cert = dir + "/tls.crt", key = dir + "/tls.key";
+  auto put = [](const std::string& from, const std::string& to) {
+    std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
+  };
+  put(first.server_cert(), cert);
+  put(first.server_key(), key);
+  absl::StatusOr<std::unique_ptr<TlsFiles>> files = TlsFiles::Load(cert, key, "");
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::shared_ptr<TlsFiles> served = std::move(*files);
+  m.ShowTls(served);
+  put(second.server_cert(), cert);
+  put(second.server_key(), key);
+  EXPECT_EQ(served->Reload().outcome, TlsFiles::Outcome::kRenewed);
+  put(second.server_key(), cert);  // a certificate file that holds a key
+  EXPECT_EQ(served->Reload().outcome, TlsFiles::Outcome::kRefused);
+  put(first.server_key(), cert);  // another one
+  EXPECT_EQ(served->Reload().outcome, TlsFiles::Outcome::kRefused);
+  const std::string expiry = ExpiryLine(second.server_cert());
   text = m.Text();
-  for (const char* line : {"tessera_webhook_reviews_total{outcome=\"patched\"} 2\n",
-                           "tessera_webhook_reviews_total{outcome=\"unchanged\"} 1\n",
-                           "tessera_webhook_reviews_total{outcome=\"refused\"} 1\n",
-                           "tessera_webhook_reviews_total{outcome=\"malformed\"} 1\n",
-                           "tessera_webhook_tls_certificate_expiry_timestamp_seconds 1798761600\n",
-                           "tessera_webhook_tls_reloads_total{outcome=\"renewed\"} 1\n",
-                           "tessera_webhook_tls_reloads_total{outcome=\"refused\"} 2\n"}) {
+  for (const char* line :
+       {"tessera_webhook_reviews_total{outcome=\"patched\"} 2\n",
+        "tessera_webhook_reviews_total{outcome=\"unchanged\"} 1\n",
+        "tessera_webhook_reviews_total{outcome=\"refused\"} 1\n",
+        "tessera_webhook_reviews_total{outcome=\"malformed\"} 1\n", expiry.c_str(),
+        "tessera_webhook_tls_reloads_total{outcome=\"renewed\"} 1\n",
+        "tessera_webhook_tls_reloads_total{outcome=\"refused\"} 2\n"}) {
     EXPECT_THAT(text, HasSubstr(line));
   }
 }
@@ -316,15 +346,7 @@ TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
   EXPECT_THAT(metrics.Text(), HasSubstr("tessera_webhook_reviews_total{outcome=\"patched\"} 1\n"));
   EXPECT_THAT(metrics.Text(),
               HasSubstr("tessera_webhook_reviews_total{outcome=\"malformed\"} 1\n"));
-  auto expiry_line = [](const std::string& pem_file) {
-    absl::StatusOr<std::string> pem = ReadFile(pem_file);
-    EXPECT_TRUE(pem.ok()) << pem.status();
-    absl::StatusOr<absl::Time> not_after = CertificateNotAfter(*pem);
-    EXPECT_TRUE(not_after.ok()) << not_after.status();
-    return absl::StrCat("tessera_webhook_tls_certificate_expiry_timestamp_seconds ",
-                        absl::ToUnixSeconds(*not_after), "\n");
-  };
-  EXPECT_THAT(metrics.Text(), HasSubstr(expiry_line(first.server_cert())));
+  EXPECT_THAT(metrics.Text(), HasSubstr(ExpiryLine(first.server_cert())));
 
   install(second);
   EXPECT_FALSE(post(first.ca(), Review().dump()));
@@ -332,7 +354,7 @@ TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200);
   EXPECT_TRUE(logged().empty());
-  EXPECT_THAT(metrics.Text(), HasSubstr(expiry_line(second.server_cert())));
+  EXPECT_THAT(metrics.Text(), HasSubstr(ExpiryLine(second.server_cert())));
   EXPECT_THAT(metrics.Text(),
               HasSubstr("tessera_webhook_tls_reloads_total{outcome=\"renewed\"} 1\n"));
 
@@ -348,7 +370,7 @@ TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
   ASSERT_EQ(logged().size(), 1u);
   EXPECT_THAT(metrics.Text(),
               HasSubstr("tessera_webhook_tls_reloads_total{outcome=\"refused\"} 1\n"));
-  EXPECT_THAT(metrics.Text(), HasSubstr(expiry_line(second.server_cert())));  // still served
+  EXPECT_THAT(metrics.Text(), HasSubstr(ExpiryLine(second.server_cert())));  // still served
   EXPECT_THAT(logged()[0], HasSubstr("TLS: the files changed but do not load; the certificate "
                                      "served so far stays in use: " +
                                      cert + ": expected a PEM certificate chain"));
@@ -363,7 +385,7 @@ TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(logged().size(), 1u);
-  EXPECT_THAT(metrics.Text(), HasSubstr(expiry_line(first.server_cert())));
+  EXPECT_THAT(metrics.Text(), HasSubstr(ExpiryLine(first.server_cert())));
   EXPECT_THAT(metrics.Text(),
               HasSubstr("tessera_webhook_tls_reloads_total{outcome=\"renewed\"} 2\n"));
   EXPECT_THAT(metrics.Text(),

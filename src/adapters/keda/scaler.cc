@@ -75,9 +75,9 @@ void Scaler::Log(const std::string& line) {
   log_(line);
 }
 
-void Scaler::ShowTls(const TlsShown& tls) {
+void Scaler::ShowTls(std::shared_ptr<const TlsFiles> files) {
   MutexLock lock(&mu_);
-  tls_ = tls;
+  tls_ = std::move(files);
 }
 
 void Scaler::PollOnce() {
@@ -247,7 +247,7 @@ std::string Scaler::MetricsText() const {
   // A snapshot, so that formatting holds no lock.
   std::map<std::string, Shown> services;
   std::map<std::pair<std::string, std::string>, int64_t> rpcs;
-  std::optional<TlsShown> tls;
+  std::shared_ptr<const TlsFiles> tls;
   {
     MutexLock lock(&mu_);
     for (const auto& [name, svc] : services_) {
@@ -325,21 +325,8 @@ std::string Scaler::MetricsText() const {
     absl::StrAppend(&out, "tessera_scaler_grpc_requests_total{method=\"", key.first, "\",code=\"",
                     key.second, "\"} ", n, "\n");
   }
-  // The TLS families are always declared (the alerts on them are checked against a plaintext
-  // scaler too); their samples only when the scaler serves TLS.
-  family("tessera_scaler_tls_certificate_expiry_timestamp_seconds", "gauge",
-         "When the certificate the scaler serves to KEDA expires (Unix time).");
-  if (tls.has_value()) {
-    absl::StrAppend(&out, "tessera_scaler_tls_certificate_expiry_timestamp_seconds ",
-                    absl::ToUnixSeconds(tls->not_after), "\n");
-  }
-  family("tessera_scaler_tls_reloads_total", "counter",
-         "Changes of the TLS files (tls.reloadInterval): renewed (served from the next "
-         "connection) or refused (they do not load; the previous certificate stays).");
-  if (tls.has_value()) {
-    absl::StrAppend(&out, "tessera_scaler_tls_reloads_total{outcome=\"renewed\"} ", tls->renewed,
-                    "\ntessera_scaler_tls_reloads_total{outcome=\"refused\"} ", tls->refused, "\n");
-  }
+  AppendTlsMetrics(&out, "tessera_scaler", tls.get(), "the scaler serves to KEDA",
+                   "read every tls.reloadInterval");
   return out;
 }
 
@@ -493,15 +480,13 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   const ScalerConfig& cfg = scaler.config();
   std::unique_ptr<ServerTls> tls;  // outlives the server, whose handshakes it answers
-  Scaler::TlsShown tls_shown;
   if (!cfg.tls_cert_file.empty()) {
     absl::StatusOr<std::unique_ptr<ServerTls>> made =
         ServerTls::Create(cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_client_ca_file);
     if (!made.ok()) return made.status();
     tls = std::move(*made);
     creds = tls->credentials();
-    tls_shown.not_after = tls->not_after();
-    scaler.ShowTls(tls_shown);
+    scaler.ShowTls(tls->files());
   }
   ExternalScalerImpl service(scaler, stop);
   grpc::EnableDefaultHealthCheckService(true);  // for the kubelet's grpc probe
@@ -534,12 +519,7 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
   while (!stop->load()) {
     if (tls != nullptr && since_tls_reload >= cfg.tls_reload_interval) {
       ServerTls::Reloaded r = tls->Reload();
-      if (r.outcome != ServerTls::Outcome::kSame) {
-        scaler.Log(r.message);
-        ++(r.outcome == ServerTls::Outcome::kRenewed ? tls_shown.renewed : tls_shown.refused);
-        tls_shown.not_after = tls->not_after();
-        scaler.ShowTls(tls_shown);
-      }
+      if (r.outcome != ServerTls::Outcome::kSame) scaler.Log(r.message);
       since_tls_reload = absl::ZeroDuration();
     }
     if (clock.Now() >= next || slept >= 2 * cfg.poll_interval) {

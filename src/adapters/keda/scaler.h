@@ -18,12 +18,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "adapters/keda/scaler_config.h"
+#include "adapters/net/tls_files.h"
 #include "adapters/prometheus/prom_client.h"
 #include "autoscale/policy.h"
 #include "base/clock.h"
@@ -100,15 +100,9 @@ class Scaler {
   // One line to the log sink (if any), between whole poll reports: for what ServeScaler sees,
   // such as renewed TLS files.
   void Log(const std::string& line);
-  // What MetricsText shows of the server's TLS (ServeScaler sets it when it serves TLS): when
-  // the certificate served expires, and the reloads of its files that renewed it or were
-  // refused.
-  struct TlsShown {
-    absl::Time not_after = absl::InfinitePast();
-    int64_t renewed = 0;
-    int64_t refused = 0;
-  };
-  void ShowTls(const TlsShown& tls);
+  // The TLS files whose expiry and reloads MetricsText shows (ServeScaler sets them when it
+  // serves TLS).
+  void ShowTls(std::shared_ptr<const TlsFiles> files);
   const ScalerConfig& config() const { return config_; }
   const Clock& clock() const { return clock_; }
   static std::string MetricName(const std::string& service) { return "tessera-" + service; }
@@ -150,7 +144,7 @@ class Scaler {
   mutable Mutex mu_;
   std::map<std::string, Service> services_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, int64_t> rpcs_ ABSL_GUARDED_BY(mu_);
-  std::optional<TlsShown> tls_ ABSL_GUARDED_BY(mu_);  // none: plaintext
+  std::shared_ptr<const TlsFiles> tls_ ABSL_GUARDED_BY(mu_);  // none: plaintext
 };
 
 // Serves `scaler` on `listen` (host:port; port 0 = any, reported in *bound_port) until *stop,

@@ -47,8 +47,9 @@ class ServerTls {
   // For ServerBuilder::AddListeningPort. This object must outlive every server built with them.
   std::shared_ptr<grpc::ServerCredentials> credentials() const { return credentials_; }
 
-  // When the certificate served now expires.
-  absl::Time not_after() const { return files_->current().not_after; }
+  // The files served, for what metrics show of them (AppendTlsMetrics); shared, so that a
+  // metrics scrape may read them after the server is gone.
+  std::shared_ptr<const TlsFiles> files() const { return files_; }
 
   using Outcome = TlsFiles::Outcome;
   using Reloaded = TlsFiles::Reloaded;
@@ -56,12 +57,12 @@ class ServerTls {
   Reloaded Reload() { return files_->Reload(); }
 
  private:
-  explicit ServerTls(std::unique_ptr<TlsFiles> files) : files_(std::move(files)) {}
+  explicit ServerTls(std::shared_ptr<TlsFiles> files) : files_(std::move(files)) {}
   // gRPC core's fetcher: the current material if it is newer than what core has.
   static grpc_ssl_certificate_config_reload_status Fetch(
       void* self, grpc_ssl_server_certificate_config** config);
 
-  const std::unique_ptr<TlsFiles> files_;
+  const std::shared_ptr<TlsFiles> files_;
   std::shared_ptr<grpc::ServerCredentials> credentials_;
   Mutex mu_;
   int64_t handed_version_ ABSL_GUARDED_BY(mu_) = 0;  // the TlsFiles version core last took up

@@ -176,6 +176,7 @@ TlsFiles::Reloaded TlsFiles::Reload() {
   if (!checked.ok()) {
     if (seen == refused_) return {};
     refused_ = seen;
+    ++refusals_;
     return {Outcome::kRefused,
             absl::StrCat("TLS: the files changed but do not load; the certificate served so far "
                          "stays in use: ",
@@ -184,6 +185,7 @@ TlsFiles::Reloaded TlsFiles::Reload() {
   refused_.clear();
   m->version = current_.version + 1;
   current_ = std::move(*m);
+  ++renewals_;
   return {Outcome::kRenewed,
           absl::StrCat("TLS: serving the renewed ", cert_file_,
                        ca_file_.empty() ? "" : absl::StrCat(" and trusting ", ca_file_),
@@ -198,6 +200,28 @@ TlsFiles::Material TlsFiles::current() const {
 int64_t TlsFiles::version() const {
   MutexLock lock(&mu_);
   return current_.version;
+}
+
+TlsFiles::Stats TlsFiles::stats() const {
+  MutexLock lock(&mu_);
+  return {current_.not_after, renewals_, refusals_};
+}
+
+void AppendTlsMetrics(std::string* out, const std::string& prefix, const TlsFiles* files,
+                      const std::string& served, const std::string& read) {
+  const std::string expiry = prefix + "_tls_certificate_expiry_timestamp_seconds";
+  const std::string reloads = prefix + "_tls_reloads_total";
+  const TlsFiles::Stats stats = files == nullptr ? TlsFiles::Stats{} : files->stats();
+  absl::StrAppend(out, "# HELP ", expiry, " When the certificate ", served,
+                  " expires (Unix time).\n# TYPE ", expiry, " gauge\n");
+  if (files != nullptr)
+    absl::StrAppend(out, expiry, " ", absl::ToUnixSeconds(stats.not_after), "\n");
+  absl::StrAppend(out, "# HELP ", reloads, " Changes of the TLS files, ", read,
+                  ": renewed (served from the next connection) or refused (they do not load; the "
+                  "certificate served so far stays).\n# TYPE ",
+                  reloads, " counter\n");
+  absl::StrAppend(out, reloads, "{outcome=\"renewed\"} ", stats.renewed, "\n", reloads,
+                  "{outcome=\"refused\"} ", stats.refused, "\n");
 }
 
 }  // namespace tessera::adapters

@@ -56,6 +56,15 @@ class TlsFiles {
   // current().version without the copy: whether the material changed. Thread-safe.
   int64_t version() const;
 
+  // What a server's metrics show of its TLS: when the certificate in use expires, and how many
+  // changes of the files Reload() took up (renewed) or refused. Thread-safe.
+  struct Stats {
+    absl::Time not_after;
+    int64_t renewed = 0;
+    int64_t refused = 0;
+  };
+  Stats stats() const;
+
  private:
   TlsFiles(std::string cert_file, std::string key_file, std::string ca_file, Material material);
 
@@ -67,7 +76,18 @@ class TlsFiles {
   // What the files held when last refused (or why they could not be read), so that the same
   // failure is reported once.
   std::string refused_ ABSL_GUARDED_BY(mu_);
+  int64_t renewals_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t refusals_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// Appends to `out`, in Prometheus' text format, PREFIX_tls_certificate_expiry_timestamp_seconds
+// (a gauge) and PREFIX_tls_reloads_total{outcome="renewed"|"refused"} (a counter) from
+// files->stats(). Both families are always declared, so that alerts on them check against a
+// server without TLS too. Without `files` (no TLS, or not loaded yet) the counters are 0 and the
+// expiry has no sample (a 0 would read as expired). `served` ends the expiry's help ("When the
+// certificate ..."), `read` says when the files are read.
+void AppendTlsMetrics(std::string* out, const std::string& prefix, const TlsFiles* files,
+                      const std::string& served, const std::string& read);
 
 // OK when `cert_pem` holds a PEM certificate chain (the leaf first) and `key_pem` an unencrypted
 // PEM private key that is the leaf's. Otherwise InvalidArgument naming the file (`cert_name`,
