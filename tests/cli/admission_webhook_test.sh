@@ -2,7 +2,8 @@
 # End-to-end test of `tessera admission-webhook`: served over HTTPS with a throw-away CA, it
 # answers an AdmissionReview of a sharing pod with the JSON Patch that adds the env reading the
 # extender's bind annotations, refuses a pod with a wrong annotation, answers 400 to what is not
-# a review, counts each answer on its --metrics-listen port, exits 0 on SIGTERM and 1 on bad flags.
+# a review, counts each answer and TLS handshake (a client that does not trust its certificate
+# among them) on its --metrics-listen port, exits 0 on SIGTERM and 1 on bad flags.
 # Usage: admission_webhook_test.sh TESSERA
 set -u
 TESSERA=${1:?usage: admission_webhook_test.sh path/to/tessera}
@@ -19,7 +20,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
       -subj /CN=tessera-webhook.tessera-system.svc &&
     printf 'subjectAltName=DNS:tessera-webhook.tessera-system.svc,IP:127.0.0.1\n' >ext &&
     openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out tls.crt -days 2 \
-      -extfile ext
+      -extfile ext &&
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.crt -days 2 \
+      -subj /CN=other-ca
 ) >"$WORK/openssl.log" 2>&1
 check "test certificates made" test -s "$WORK/tls.crt"
 
@@ -30,6 +33,10 @@ PORT=$(announced_port "$WORK/stderr")
 check "announces its port" test -n "$PORT"
 MPORT=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$WORK/stderr")
 check "and its metrics port" test -n "$MPORT"
+# A client given another CA, as an API server whose caBundle is stale: curl refuses the
+# certificate, and the webhook counts the alert it sends.
+curl -s --cacert "$WORK/other.crt" -o /dev/null "https://127.0.0.1:$PORT/healthz"
+check "a client that does not trust the certificate fails" test $? = 60
 
 post() {  # post FILE -> prints "STATUS BODY", verifying the server against the test CA
   curl -s --cacert "$WORK/ca.crt" -o "$WORK/body" -w '%{http_code}' -H 'Content-Type: application/json' \
@@ -62,11 +69,17 @@ check "naming the annotation" grep -q 'tessera.io/gpu-compute' <<<"$out"
 echo 'not a review' >"$WORK/junk"
 out=$(post "$WORK/junk")
 check "what is not a review gets 400" test "${out%% *}" = 400
-curl -s "http://127.0.0.1:$MPORT/metrics" >"$WORK/metrics"
+refusal='tessera_webhook_tls_handshake_failures_total{refused_by="client",alert="unknown_ca"} 1'
+for _ in $(seq 50); do  # the server counts the refusal on its own thread
+  curl -s "http://127.0.0.1:$MPORT/metrics" >"$WORK/metrics"
+  grep -qxF "$refusal" "$WORK/metrics" && break
+  sleep 0.1
+done
 for line in 'tessera_webhook_reviews_total{outcome="patched"} 1' \
   'tessera_webhook_reviews_total{outcome="refused"} 1' \
   'tessera_webhook_reviews_total{outcome="malformed"} 1' \
-  'tessera_webhook_tls_reloads_total{outcome="refused"} 0'; do
+  'tessera_webhook_tls_reloads_total{outcome="refused"} 0' \
+  'tessera_webhook_tls_handshakes_completed_total 3' "$refusal"; do
   check "metrics: $line" grep -qxF "$line" "$WORK/metrics"
 done
 expiry=$(date -d "$(openssl x509 -enddate -noout -in "$WORK/tls.crt" | cut -d= -f2)" +%s)

@@ -196,6 +196,7 @@ std::string AdmissionMetrics::Text() const {
   }
   AppendTlsMetrics(&out, "tessera_webhook", tls.get(), "the webhook serves to the API server",
                    "read at each TLS handshake");
+  AppendTlsHandshakeMetrics(&out, "tessera_webhook", &handshakes_);
   return out;
 }
 
@@ -309,9 +310,10 @@ absl::Status ServeAdmissionWebhook(const std::string& host, int port, const std:
   std::shared_ptr<TlsFiles> served = std::move(*files);
   CertificateCallback callback{served.get(), options.log};
   if (options.metrics != nullptr) options.metrics->ShowTls(served);
-  httplib::SSLServer server([&callback](SSL_CTX& ctx) {
+  httplib::SSLServer server([&callback, &options](SSL_CTX& ctx) {
     SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
     SSL_CTX_set_cert_cb(&ctx, UseCertificate, &callback);
+    if (options.metrics != nullptr) options.metrics->handshakes().Watch(&ctx);
     return true;
   });
   if (!server.is_valid()) return absl::InternalError("cannot set up TLS");

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "adapters/net/tls_files.h"
+#include "adapters/net/tls_handshakes.h"
 #include "base/mutex.h"
 #include "nlohmann/json.hpp"
 
@@ -54,11 +55,14 @@ class AdmissionMetrics {
   void CountMalformed();  // a body that is not an AdmissionReview request (HTTP 400)
   // The TLS files whose expiry and reloads Text() shows (ServeAdmissionWebhook sets them).
   void ShowTls(std::shared_ptr<const TlsFiles> files);
+  // Where ServeAdmissionWebhook counts its TLS handshakes (TlsHandshakes::Watch).
+  TlsHandshakes& handshakes() { return handshakes_; }
 
   std::string Text() const;
 
  private:
   std::atomic<int64_t> patched_{0}, unchanged_{0}, refused_{0}, malformed_{0};
+  TlsHandshakes handshakes_;
   mutable Mutex mu_;
   std::shared_ptr<const TlsFiles> tls_ ABSL_GUARDED_BY(mu_);
 };
@@ -88,8 +92,8 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body, const Admiss
 // their files at every TLS handshake, so a renewed certificate (a Secret volume updated by
 // cert-manager) is served from the next connection on; files that no longer load are reported
 // (options.log, once per change) and the last pair that loaded is served meanwhile. Fails at
-// start if they do not load. With options.metrics, every answer and change of the files is
-// counted there.
+// start if they do not load. With options.metrics, every answer, change of the files and TLS
+// handshake is counted there.
 absl::Status ServeAdmissionWebhook(const std::string& host, int port, const std::string& cert_file,
                                    const std::string& key_file, const AdmissionOptions& options,
                                    const std::atomic<bool>* stop, std::atomic<int>* bound_port);
