@@ -38,7 +38,7 @@ using placement::gpushare::MakeTesseraPolicy;
 using placement::gpushare::OnlineNode;
 using ::testing::HasSubstr;
 
-json Fixture(const std::string& name) {
+json ExtenderFixture(const std::string& name) {
   absl::StatusOr<std::string> text =
       ReadFile(std::string(TESSERA_SOURCE_DIR) + "/tests/data/extender/" + name);
   EXPECT_TRUE(text.ok()) << text.status();
@@ -58,7 +58,8 @@ class FakeApi {
   static constexpr char kToken[] = "test-token-0123456789";
 
   FakeApi() {
-    nodes_ = {Fixture("node-h100.json"), Fixture("node-l4.json"), Fixture("node-cpu.json")};
+    nodes_ = {ExtenderFixture("node-h100.json"), ExtenderFixture("node-l4.json"),
+              ExtenderFixture("node-cpu.json")};
     server_ = std::make_unique<testing::LocalHttpServer>([this](httplib::Server& s) {
       s.Get("/api/v1/nodes", [this](const httplib::Request& req, httplib::Response& res) {
         if (!Authorized(req, res)) return;
@@ -718,7 +719,7 @@ int64_t Metric(const Served& s, const std::string& name) {
 
 json ArgsWithNodes(const json& pod, const std::vector<std::string>& node_files) {
   json items = json::array();
-  for (const std::string& f : node_files) items.push_back(Fixture(f));
+  for (const std::string& f : node_files) items.push_back(ExtenderFixture(f));
   return {{"pod", pod},
           {"nodes", {{"metadata", json::object()}, {"items", items}}},
           {"nodenames", nullptr}};
@@ -729,7 +730,7 @@ std::string SharePodUid(int i) {
 }
 
 json SharePod(int i, const std::string& memory, const std::string& compute) {
-  json p = Fixture("pod-share.json");
+  json p = ExtenderFixture("pod-share.json");
   p["metadata"]["name"] = "chat-" + std::to_string(i);
   p["metadata"]["uid"] = SharePodUid(i);
   p["metadata"]["annotations"]["tessera.io/gpu-memory"] = memory;
@@ -738,18 +739,18 @@ json SharePod(int i, const std::string& memory, const std::string& compute) {
 }
 
 TEST(ExtenderProtocol, DecodesRecordedNodesAndPods) {
-  absl::StatusOr<OnlineNode> h100 = DecodeNode(Fixture("node-h100.json"));
+  absl::StatusOr<OnlineNode> h100 = DecodeNode(ExtenderFixture("node-h100.json"));
   ASSERT_TRUE(h100.ok()) << h100.status();
   EXPECT_EQ(h100->model, "H100-80GB");
   EXPECT_EQ(h100->gpus, 8);
   EXPECT_EQ(h100->gpu_memory_bytes, int64_t{81559} << 20);
-  absl::StatusOr<OnlineNode> cpu = DecodeNode(Fixture("node-cpu.json"));
+  absl::StatusOr<OnlineNode> cpu = DecodeNode(ExtenderFixture("node-cpu.json"));
   ASSERT_TRUE(cpu.ok());
   EXPECT_EQ(cpu->gpus, 0);
   // A model outside the catalog: shared by the memory GFD reports, under its product name; one
   // such node made the whole node list fail (the extender could not start). Without the memory
   // label it is not shared, as a node without GFD labels.
-  json a40 = Fixture("node-l4.json");
+  json a40 = ExtenderFixture("node-l4.json");
   a40["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-A40";
   a40["metadata"]["labels"]["nvidia.com/gpu.memory"] = "46068";
   absl::StatusOr<OnlineNode> other = DecodeNode(a40);
@@ -762,23 +763,24 @@ TEST(ExtenderProtocol, DecodesRecordedNodesAndPods) {
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ(other->model, "");
   absl::StatusOr<std::vector<OnlineNode>> list = DecodeNodeListJson(
-      json{{"items", {Fixture("node-h100.json"), a40, Fixture("node-l4.json")}}}.dump());
+      json{{"items", {ExtenderFixture("node-h100.json"), a40, ExtenderFixture("node-l4.json")}}}
+          .dump());
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_EQ(list->size(), 3u);
 
-  absl::StatusOr<PodInfo> share = DecodePod(Fixture("pod-share.json"));
+  absl::StatusOr<PodInfo> share = DecodePod(ExtenderFixture("pod-share.json"));
   ASSERT_TRUE(share.ok()) << share.status();
   EXPECT_EQ(share->ns, "inference");
   EXPECT_EQ(share->request.num_gpu, 1);
   EXPECT_EQ(share->request.memory_bytes, int64_t{18} << 30);
   EXPECT_EQ(share->request.compute_milli, 200);
   EXPECT_FALSE(share->active());
-  absl::StatusOr<PodInfo> whole = DecodePod(Fixture("pod-whole.json"));
+  absl::StatusOr<PodInfo> whole = DecodePod(ExtenderFixture("pod-whole.json"));
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_EQ(whole->request.num_gpu, 2);  // nvidia.com/gpu limits, sidecar adds none
   EXPECT_TRUE(whole->request.whole());
 
-  json bad = Fixture("pod-share.json");
+  json bad = ExtenderFixture("pod-share.json");
   bad["metadata"]["annotations"]["tessera.io/gpu-memory"] = "18Gx";
   absl::StatusOr<PodInfo> e = DecodePod(bad);
   ASSERT_TRUE(e.ok());  // the object is well-formed; its GPU ask is not
@@ -873,7 +875,7 @@ TEST(ExtenderProtocol, SharedGpuExampleReadsTheAnnotationsBindWrites) {
 }
 
 TEST(ExtenderProtocol, DecodesPodWatchEvents) {
-  json pod = Fixture("pod-share.json");
+  json pod = ExtenderFixture("pod-share.json");
   pod["metadata"]["resourceVersion"] = "8812";
   absl::StatusOr<PodEvent> added = DecodePodEvent(json{{"type", "ADDED"}, {"object", pod}}.dump());
   ASSERT_TRUE(added.ok()) << added.status();
@@ -883,8 +885,8 @@ TEST(ExtenderProtocol, DecodesPodWatchEvents) {
   EXPECT_EQ(added->pod.nominated_node, "");
   EXPECT_FALSE(added->pod.ending);
   // A preemptor waiting on the node it was nominated to; a victim being deleted.
-  absl::StatusOr<PodEvent> waiting =
-      DecodePodEvent(json{{"type", "MODIFIED"}, {"object", Fixture("pod-nominated.json")}}.dump());
+  absl::StatusOr<PodEvent> waiting = DecodePodEvent(
+      json{{"type", "MODIFIED"}, {"object", ExtenderFixture("pod-nominated.json")}}.dump());
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   EXPECT_EQ(waiting->pod.nominated_node, "gpu-h100-1");
   EXPECT_EQ(waiting->pod.priority, 1000);
@@ -925,7 +927,7 @@ TEST(ExtenderProtocol, DecodesPodWatchEvents) {
 // A node watch's events as the API server sends them: the node decoded as a list's would be; a
 // deleted node by name only (its object may no longer be one the extender shares).
 TEST(ExtenderProtocol, DecodesNodeWatchEvents) {
-  json node = Fixture("node-l4.json");
+  json node = ExtenderFixture("node-l4.json");
   node["metadata"]["resourceVersion"] = "7100";
   absl::StatusOr<NodeEvent> added =
       DecodeNodeEvent(json{{"type", "ADDED"}, {"object", node}}.dump());
@@ -971,7 +973,7 @@ TEST(ExtenderProtocol, DecodesNodeWatchEvents) {
 TEST(ExtenderProtocol, DecodesDisruptionBudgetsAndMatchesTheirSelectors) {
   std::string next, version;
   absl::StatusOr<std::vector<DisruptionBudget>> list =
-      DecodeDisruptionBudgetList(Fixture("pdb-list.json").dump(), &next, &version);
+      DecodeDisruptionBudgetList(ExtenderFixture("pdb-list.json").dump(), &next, &version);
   ASSERT_TRUE(list.ok()) << list.status();
   ASSERT_EQ(list->size(), 2u);
   EXPECT_EQ(version, "1002577");
@@ -1014,17 +1016,17 @@ TEST(ExtenderProtocol, DecodesDisruptionBudgetsAndMatchesTheirSelectors) {
             "items[1].spec.selector.matchLabels[\"tier\"]: expected a string, found number"},
            {[](json& b) { b["spec"]["selector"]["matchExpressions"] = "tier"; },
             "items[1].spec.selector.matchExpressions: expected an array, found string"}}) {
-    json doc = Fixture("pdb-list.json");
+    json doc = ExtenderFixture("pdb-list.json");
     mutate(doc["items"][1]);
     absl::StatusOr<std::vector<DisruptionBudget>> bad = DecodeDisruptionBudgetList(doc.dump());
     ASSERT_FALSE(bad.ok()) << error;
     EXPECT_THAT(bad.status().message(), HasSubstr(error));
   }
   // Pods' labels, which budgets select by.
-  absl::StatusOr<PodInfo> pod = DecodePod(Fixture("pod-share.json"));
+  absl::StatusOr<PodInfo> pod = DecodePod(ExtenderFixture("pod-share.json"));
   ASSERT_TRUE(pod.ok()) << pod.status();
   EXPECT_EQ(pod->labels, (Labels{{"app", "chat-small"}, {"pod-template-hash", "7d9f8b6c5"}}));
-  json bad_labels = Fixture("pod-share.json");
+  json bad_labels = ExtenderFixture("pod-share.json");
   bad_labels["metadata"]["labels"]["tier"] = true;
   EXPECT_THAT(DecodePod(bad_labels).status().message(),
               HasSubstr("pod.metadata.labels[\"tier\"]: expected a string, found boolean"));
@@ -1032,7 +1034,8 @@ TEST(ExtenderProtocol, DecodesDisruptionBudgetsAndMatchesTheirSelectors) {
 
 TEST(ExtenderProtocol, WholeGpuCountIsThePodsEffectiveRequest) {
   auto gpus = [](const json& init) {
-    json p = Fixture("pod-whole.json");  // app containers: 2 GPUs (limits) + a sidecar with none
+    json p =
+        ExtenderFixture("pod-whole.json");  // app containers: 2 GPUs (limits) + a sidecar with none
     p["spec"]["initContainers"] = init;
     absl::StatusOr<PodInfo> pod = DecodePod(p);
     EXPECT_TRUE(pod.ok()) << pod.status();
@@ -1055,7 +1058,7 @@ TEST(ExtenderProtocol, WholeGpuCountIsThePodsEffectiveRequest) {
   EXPECT_EQ(gpus(json::array({c("a", 1, true), c("burn-in", 4), c("b", 1, true)})), 5);
   EXPECT_EQ(gpus(json::array({c("burn-in", 4), c("a", 1, true)})), 4);  // sidecar after it
 
-  json p = Fixture("pod-whole.json");
+  json p = ExtenderFixture("pod-whole.json");
   p["spec"]["initContainers"] = json::array({c("x", 0)});
   p["spec"]["initContainers"][0]["resources"] = {{"requests", {{"nvidia.com/gpu", "one"}}}};
   EXPECT_THAT(DecodePod(p)->request_error,
@@ -1193,7 +1196,7 @@ TEST(Extender, FilterAndPrioritizeInBothNodeCacheModes) {
   Served ext(api.WriteKubeconfig(TempDir()));
 
   // nodeCacheCapable: true. Names only; the extender looks nodes up in the API.
-  httplib::Result r = ext.Post("filter", Fixture("filter-args-nodenames.json").dump());
+  httplib::Result r = ext.Post("filter", ExtenderFixture("filter-args-nodenames.json").dump());
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   ASSERT_EQ(r->status, 200) << r->body;
   json f = json::parse(r->body);
@@ -1206,23 +1209,23 @@ TEST(Extender, FilterAndPrioritizeInBothNodeCacheModes) {
   EXPECT_TRUE(f["failedAndUnresolvableNodes"].contains("gpu-unknown-9"));
 
   // nodeCacheCapable: false. Whole Node objects in, the fitting ones echoed back.
-  r = ext.Post("filter", ArgsWithNodes(Fixture("pod-whole.json"),
+  r = ext.Post("filter", ArgsWithNodes(ExtenderFixture("pod-whole.json"),
                                        {"node-h100.json", "node-l4.json", "node-cpu.json"})
                              .dump());
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   f = json::parse(r->body);
   ASSERT_EQ(f["nodes"]["items"].size(), 2u);
-  EXPECT_EQ(f["nodes"]["items"][0], Fixture("node-h100.json"));
+  EXPECT_EQ(f["nodes"]["items"][0], ExtenderFixture("node-h100.json"));
   EXPECT_EQ(f["nodes"]["items"][1]["metadata"]["name"], "gpu-l4-1");
 
   // A GPU model outside the catalog (48 GB A40s here): the 18Gi share pod fits it by the memory
   // GFD reports; the whole request was refused with "unknown GPU model" before.
-  json a40 = Fixture("node-l4.json");
+  json a40 = ExtenderFixture("node-l4.json");
   a40["metadata"]["name"] = "gpu-a40-1";
   a40["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-A40";
   a40["metadata"]["labels"]["nvidia.com/gpu.memory"] = "46068";
-  json args = ArgsWithNodes(Fixture("pod-share.json"), {"node-cpu.json"});
+  json args = ArgsWithNodes(ExtenderFixture("pod-share.json"), {"node-cpu.json"});
   args["nodes"]["items"].push_back(a40);
   r = ext.Post("filter", args.dump());
   ASSERT_TRUE(r);
@@ -1231,8 +1234,9 @@ TEST(Extender, FilterAndPrioritizeInBothNodeCacheModes) {
   ASSERT_EQ(f["nodes"]["items"].size(), 1u) << r->body;
   EXPECT_EQ(f["nodes"]["items"][0]["metadata"]["name"], "gpu-a40-1");
 
-  r = ext.Post("prioritize",
-               ArgsWithNodes(Fixture("pod-share.json"), {"node-h100.json", "node-l4.json"}).dump());
+  r = ext.Post(
+      "prioritize",
+      ArgsWithNodes(ExtenderFixture("pod-share.json"), {"node-h100.json", "node-l4.json"}).dump());
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   json p = json::parse(r->body);
@@ -1253,17 +1257,17 @@ TEST(Extender, MalformedRequestsGet400WithAMessage) {
     std::string body;
     const char* message;
   };
-  json no_names = Fixture("filter-args-nodenames.json");
+  json no_names = ExtenderFixture("filter-args-nodenames.json");
   no_names.erase("nodenames");
-  json bad_names = Fixture("filter-args-nodenames.json");
+  json bad_names = ExtenderFixture("filter-args-nodenames.json");
   bad_names["nodenames"] = "gpu-h100-1";
-  json no_pod_name = Fixture("filter-args-nodenames.json");
+  json no_pod_name = ExtenderFixture("filter-args-nodenames.json");
   no_pod_name["pod"]["metadata"].erase("name");
   // A node object nested 100,000 deep: nodes are copied to be echoed back, and the copy
   // recursed once per level until the stack overflowed (the extender crashed).
-  std::string deep_node =
-      json{{"pod", Fixture("pod-share.json")}, {"nodes", {{"items", {Fixture("node-h100.json")}}}}}
-          .dump();
+  std::string deep_node = json{{"pod", ExtenderFixture("pod-share.json")},
+                               {"nodes", {{"items", {ExtenderFixture("node-h100.json")}}}}}
+                              .dump();
   deep_node.replace(deep_node.find("\"metadata\""), 0,
                     "\"x\": " + std::string(100000, '[') + std::string(100000, ']') + ", ");
   for (const Case& c : std::vector<Case>{
@@ -1285,7 +1289,7 @@ TEST(Extender, MalformedRequestsGet400WithAMessage) {
     EXPECT_THAT(r->body, HasSubstr(c.message)) << c.body;
   }
   // A well-formed request for a pod with a wrong annotation: the protocol's error field.
-  json args = Fixture("filter-args-nodenames.json");
+  json args = ExtenderFixture("filter-args-nodenames.json");
   args["pod"]["metadata"]["annotations"]["tessera.io/gpu-compute"] = "1.5";
   httplib::Result r = ext.Post("filter", args.dump());
   ASSERT_TRUE(r);
@@ -1297,13 +1301,13 @@ TEST(Extender, MalformedRequestsGet400WithAMessage) {
 TEST(Extender, BindAnnotatesThenBindsAndRestartRestores) {
   FakeApi api;
   std::string kubeconfig = api.WriteKubeconfig(TempDir());
-  json pod = Fixture("pod-share.json");
+  json pod = ExtenderFixture("pod-share.json");
   api.AddPod(pod);
   std::optional<Assignment> held;
   {
     Served ext(kubeconfig);
     ASSERT_TRUE(ext.Post("filter", ArgsWithNodes(pod, {"node-h100.json"}).dump()));
-    httplib::Result r = ext.Post("bind", Fixture("binding-args.json").dump());
+    httplib::Result r = ext.Post("bind", ExtenderFixture("binding-args.json").dump());
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200);
     EXPECT_EQ(json::parse(r->body), json({{"error", ""}}));
@@ -1333,7 +1337,7 @@ TEST(Extender, BindAnnotatesThenBindsAndRestartRestores) {
   for (const auto& [name, text] : std::vector<std::pair<std::string, std::string>>{
            {"edited", "{\"node\": \"gpu-h100-1\", \"gpus\": \"0\"}"},
            {"deep", std::string(100000, '[') + std::string(100000, ']')}}) {
-    json other = Fixture("pod-share.json");
+    json other = ExtenderFixture("pod-share.json");
     other["metadata"]["name"] = name;
     other["metadata"]["uid"] = "uid-" + name;
     other["metadata"]["annotations"][kGpuAssignmentAnnotation] = text;
@@ -1395,7 +1399,7 @@ TEST(Extender, PreemptAddsTheGpuHoldersTheShareNeeds) {
   // and pod 4, the latest started, goes: without it GPU 4 has 900 milli free, pod 8's 100 still
   // there (by UID alone pod 8 would have gone). The 40Gi never fit an L4's 23 GB: gpu-l4-1 is
   // left out whatever kube-scheduler chose there.
-  httplib::Result r = ext.Post("preempt", Fixture("preempt-args-metavictims.json").dump());
+  httplib::Result r = ext.Post("preempt", ExtenderFixture("preempt-args-metavictims.json").dump());
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body),
@@ -1404,7 +1408,7 @@ TEST(Extender, PreemptAddsTheGpuHoldersTheShareNeeds) {
 
   // nodeCacheCapable: false: whole victim pods. kube-scheduler chose pod 5 (for its CPU, say)
   // and counted a PDB violation: GPU 5 is then free enough, nothing is added, the count stays.
-  json args = Fixture("preempt-args-metavictims.json");
+  json args = ExtenderFixture("preempt-args-metavictims.json");
   args.erase("NodeNameToMetaVictims");
   args["NodeNameToVictims"] = {
       {"gpu-h100-1",
@@ -1418,7 +1422,7 @@ TEST(Extender, PreemptAddsTheGpuHoldersTheShareNeeds) {
 
   // A preemptor of priority 0 outranks none of the GPU holders: the node is left out (so are
   // the L4 nodes, each time: 3 dropped in all).
-  args = Fixture("preempt-args-metavictims.json");
+  args = ExtenderFixture("preempt-args-metavictims.json");
   args["Pod"]["spec"]["priority"] = 0;
   r = ext.Post("preempt", args.dump());
   ASSERT_TRUE(r);
@@ -1434,11 +1438,11 @@ TEST(Extender, PreemptAddsTheGpuHoldersTheShareNeeds) {
               HasSubstr("tessera_extender_requests_total{verb=\"preempt\",code=\"200\"} 3\n"));
 
   // Malformed: 400 with the field.
-  json bad_priority = Fixture("preempt-args-metavictims.json");
+  json bad_priority = ExtenderFixture("preempt-args-metavictims.json");
   bad_priority["Pod"]["spec"]["priority"] = "high";
-  json bad_start = Fixture("preempt-args-metavictims.json");
+  json bad_start = ExtenderFixture("preempt-args-metavictims.json");
   bad_start["Pod"]["status"]["startTime"] = "yesterday";
-  json bad_uid = Fixture("preempt-args-metavictims.json");
+  json bad_uid = ExtenderFixture("preempt-args-metavictims.json");
   bad_uid["NodeNameToMetaVictims"]["gpu-l4-1"]["Pods"][0] = {{"UID", 7}};
   for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
            {R"({"Pod": {"metadata": {"name": "p"}}})", "expected NodeNameToVictims"},
@@ -1471,7 +1475,7 @@ TEST(Extender, PreemptSparesWhatDisruptionBudgetsProtect) {
   }
   Served ext(api.WriteKubeconfig(TempDir()));
   ASSERT_TRUE(ext.svc->Sync().ok());
-  json args = Fixture("preempt-args-metavictims.json");  // 503 milli at priority 1000000
+  json args = ExtenderFixture("preempt-args-metavictims.json");  // 503 milli at priority 1000000
   args["NodeNameToMetaVictims"].erase("gpu-l4-1");
   auto preempt = [&] {
     httplib::Result r = ext.Post("preempt", args.dump());
@@ -1489,7 +1493,7 @@ TEST(Extender, PreemptSparesWhatDisruptionBudgetsProtect) {
               HasSubstr("\ntessera_extender_preempt_without_budgets_total 1\n"));
   // With the budgets: the first gold pod by importance, pod 3, uses chat-gold's one disruption;
   // every other eviction would violate one, so pod 3 is the victim and nothing is violated.
-  json budgets = Fixture("pdb-list.json");
+  json budgets = ExtenderFixture("pdb-list.json");
   api.SetBudgets(budgets["items"]);
   EXPECT_EQ(preempt(), victim(3, 0));
   // No disruption left anywhere: the least important pod again, its violation counted on top of
@@ -1511,16 +1515,16 @@ TEST(Extender, PreemptSparesWhatDisruptionBudgetsProtect) {
 // A pod the extender bound itself is held at the priority its filter call carried.
 TEST(Extender, PreemptKnowsThePriorityOfPodsItBound) {
   FakeApi api;
-  json pod = Fixture("pod-share.json");
+  json pod = ExtenderFixture("pod-share.json");
   pod["spec"]["priority"] = 2000;
   api.AddPod(pod);
   Served ext(api.WriteKubeconfig(TempDir()));
   ASSERT_TRUE(ext.Post("filter", ArgsWithNodes(pod, {"node-h100.json"}).dump()));
-  httplib::Result r = ext.Post("bind", Fixture("binding-args.json").dump());
+  httplib::Result r = ext.Post("bind", ExtenderFixture("binding-args.json").dump());
   ASSERT_TRUE(r);
   ASSERT_EQ(json::parse(r->body), json({{"error", ""}}));
   // All 8 GPUs of the node, for a preemptor below and above the bound pod's 2000.
-  json args = Fixture("preempt-args-metavictims.json");
+  json args = ExtenderFixture("preempt-args-metavictims.json");
   args["Pod"]["metadata"]["annotations"]["tessera.io/gpu-compute"] = "8";
   args["NodeNameToMetaVictims"].erase("gpu-l4-1");
   for (int priority : {1000, 1000000}) {
@@ -1571,7 +1575,7 @@ TEST(Extender, NominatedPodKeepsTheGpuRoomItPreemptedFor) {
   auto nominated = [&](Served& s) { return Metric(s, "tessera_extender_nominated_pods"); };
 
   // The preemptor (priority 1000, 225 milli of an H100) evicted pod 3; pod 3 is ending.
-  const json preemptor = Fixture("pod-nominated.json");
+  const json preemptor = ExtenderFixture("pod-nominated.json");
   api.AddPod(Evicted(RunningSharePod(3, "gpu-h100-1", 3, 900, 0)));
   api.AddPod(preemptor);
   ASSERT_TRUE(Eventually([&] { return nominated(watching) == 1; }));
@@ -1582,7 +1586,7 @@ TEST(Extender, NominatedPodKeepsTheGpuRoomItPreemptedFor) {
   // Asks `milli` of one H100 GPU at `priority` (`uid` the preemptor's, or another's); "" when
   // gpu-h100-1 fits, else why not.
   auto filter = [](Served& s, int64_t milli, int priority, bool as_preemptor) {
-    json pod = as_preemptor ? Fixture("pod-nominated.json") : SharePod(20, "4Gi", "0.1");
+    json pod = as_preemptor ? ExtenderFixture("pod-nominated.json") : SharePod(20, "4Gi", "0.1");
     pod["metadata"]["annotations"]["tessera.io/gpu-compute"] = absl::StrCat(milli / 1000.0);
     pod["spec"]["priority"] = priority;
     httplib::Result r = s.Post("filter", ArgsWithNodes(pod, {"node-h100.json"}).dump());
@@ -1626,7 +1630,7 @@ TEST(Extender, NominatedPodKeepsTheGpuRoomItPreemptedFor) {
     std::lock_guard<std::mutex> l(held_mu);
     held_while_binding = watching.svc->Held(uid);
   });
-  httplib::Result r = watching.Post("bind", Fixture("binding-args.json").dump());
+  httplib::Result r = watching.Post("bind", ExtenderFixture("binding-args.json").dump());
   ASSERT_TRUE(r);
   ASSERT_EQ(json::parse(r->body), json({{"error", ""}}));
   EXPECT_EQ(nominated(watching), 0);
@@ -1660,7 +1664,7 @@ TEST(Extender, PreemptsForAPodThatOnlyGpuShareKeepsOut) {
   for (int i = 0; i < 8; ++i) {
     api.AddPod(RunningSharePod(i, "gpu-h100-1", i, 900, i < 4 ? 5000 : 0));
   }
-  json preemptor = Fixture("pod-nominated.json");  // priority 1000, 225 milli of an H100
+  json preemptor = ExtenderFixture("pod-nominated.json");  // priority 1000, 225 milli of an H100
   preemptor["status"].erase("nominatedNodeName");
   api.AddPod(preemptor);
   json never = preemptor;
@@ -1770,7 +1774,7 @@ TEST(Extender, PreemptsForAPodThatOnlyGpuShareKeepsOut) {
   big["spec"]["priority"] = 10000;
   api.AddPod(big);
   ASSERT_NE(filter(big), "");
-  json args = Fixture("preempt-args-metavictims.json");
+  json args = ExtenderFixture("preempt-args-metavictims.json");
   args["Pod"] = big;
   args["NodeNameToMetaVictims"] = {
       {"gpu-h100-1", {{"Pods", {{{"UID", SharePodUid(0)}}}}, {"NumPDBViolations", 0}}}};
@@ -1792,7 +1796,7 @@ TEST(Extender, SharePreemptionFailuresAreCountedAndTriedAgain) {
   FakeApi api;
   // Pod 0 started last: the victim.
   for (int i = 0; i < 8; ++i) api.AddPod(RunningSharePod(i, "gpu-h100-1", i, 900, 0));
-  json preemptor = Fixture("pod-nominated.json");
+  json preemptor = ExtenderFixture("pod-nominated.json");
   preemptor["status"].erase("nominatedNodeName");
   api.AddPod(preemptor);
   Served ext(api.WriteKubeconfig(TempDir()));
@@ -1868,7 +1872,7 @@ TEST(Extender, SharePreemptionSendsNothingToAVictimAlreadyEnding) {
     json p = RunningSharePod(i, "gpu-h100-1", i, 900, 0);
     api.AddPod(i == 0 ? Evicted(p) : p);
   }
-  json preemptor = Fixture("pod-nominated.json");
+  json preemptor = ExtenderFixture("pod-nominated.json");
   preemptor["status"].erase("nominatedNodeName");
   api.AddPod(preemptor);
   api.SetBudgets({});
@@ -1894,11 +1898,11 @@ TEST(Extender, SharePreemptionSendsNothingToAVictimAlreadyEnding) {
 TEST(Extender, SharePreemptionClearsLowerPriorityNominationsThere) {
   FakeApi api;
   for (int i = 0; i < 8; ++i) api.AddPod(RunningSharePod(i, "gpu-h100-1", i, 900, 0));
-  json preemptor = Fixture("pod-nominated.json");  // priority 1000, 225 milli of an H100
+  json preemptor = ExtenderFixture("pod-nominated.json");  // priority 1000, 225 milli of an H100
   preemptor["status"].erase("nominatedNodeName");
   api.AddPod(preemptor);
   // Two pods of lower priority nominated to gpu-h100-1 by earlier preemptions.
-  json mid = Fixture("pod-nominated.json");
+  json mid = ExtenderFixture("pod-nominated.json");
   mid["metadata"]["name"] = "chat-small-mid";
   mid["metadata"]["uid"] = "1f2e3d4c-5b6a-4789-8a7b-6c5d4e3f2a15";
   mid["spec"]["priority"] = 500;
@@ -1940,7 +1944,7 @@ TEST(Extender, SharePreemptionClearsLowerPriorityNominationsThere) {
 TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
   FakeApi api;
   std::string kubeconfig = api.WriteKubeconfig(TempDir());
-  json pod = Fixture("pod-share.json");
+  json pod = ExtenderFixture("pod-share.json");
   const std::string uid = pod["metadata"]["uid"];
   api.AddPod(pod);
   Served leader(kubeconfig);
@@ -1962,7 +1966,7 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
 
   // The leader binds: the standby holds the same GPUs.
   ASSERT_TRUE(leader.Post("filter", ArgsWithNodes(pod, {"node-h100.json"}).dump()));
-  httplib::Result r = leader.Post("bind", Fixture("binding-args.json").dump());
+  httplib::Result r = leader.Post("bind", ExtenderFixture("binding-args.json").dump());
   ASSERT_TRUE(r);
   ASSERT_EQ(json::parse(r->body), json({{"error", ""}}));
   const std::optional<Assignment> held = leader.svc->Held(uid);
@@ -1970,7 +1974,7 @@ TEST(Extender, WatchFollowsBindsAndEndsBetweenLists) {
   EXPECT_TRUE(Eventually([&] { return standby.svc->Held(uid) == held; }));
 
   // A pod bound with an annotation that cannot be read is reported, not held.
-  json edited = Fixture("pod-share.json");
+  json edited = ExtenderFixture("pod-share.json");
   edited["metadata"]["name"] = "edited";
   edited["metadata"]["uid"] = "uid-edited";
   edited["metadata"]["annotations"][kGpuAssignmentAnnotation] =
@@ -2097,7 +2101,7 @@ TEST(Extender, FollowListsEveryResyncAndWatchesBetween) {
 TEST(Extender, FollowAfterARebuildFromFilesListsFirst) {
   FakeApi api;
   Served ext(api.WriteKubeconfig(TempDir()));
-  absl::StatusOr<OnlineNode> node = DecodeNode(Fixture("node-h100.json"));
+  absl::StatusOr<OnlineNode> node = DecodeNode(ExtenderFixture("node-h100.json"));
   ASSERT_TRUE(node.ok()) << node.status();
   EXPECT_TRUE(ext.svc->Rebuild({*node}, {}).empty());
   std::vector<std::string> logged = FollowFor(*ext.svc, std::chrono::milliseconds(500));
@@ -2159,14 +2163,14 @@ TEST(Extender, FollowWatchesNodesBetweenTheirLists) {
   auto total = [&] { return Metric(ext, "tessera_extender_gpu_milli{state=\"total\"}"); };
   ASSERT_EQ(total(), 10000);
 
-  json joined = Fixture("node-l4.json");
+  json joined = ExtenderFixture("node-l4.json");
   joined["metadata"]["name"] = "gpu-l4-2";
   joined["metadata"]["labels"]["kubernetes.io/hostname"] = "gpu-l4-2";
   api.PutNode(joined);
   EXPECT_TRUE(Eventually([&] { return Metric(ext, "tessera_extender_nodes") == 4; }));
   EXPECT_EQ(total(), 12000);
 
-  json shrunk = Fixture("node-h100.json");  // four of its GPUs taken out of service
+  json shrunk = ExtenderFixture("node-h100.json");  // four of its GPUs taken out of service
   shrunk["metadata"]["labels"]["nvidia.com/gpu.count"] = "4";
   shrunk["status"]["capacity"]["nvidia.com/gpu"] = "4";
   shrunk["status"]["allocatable"]["nvidia.com/gpu"] = "4";
