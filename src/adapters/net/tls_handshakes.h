@@ -60,8 +60,9 @@ class TlsHandshakes {
 
 // Appends to `out`, in Prometheus' text format, PREFIX_tls_handshakes_completed_total (a counter)
 // and PREFIX_tls_handshake_failures_total{refused_by="client"|"server",alert="..."} (a counter,
-// one sample for each refusal seen). Both families are always declared; without `handshakes`
-// (no TLS) the first is 0.
+// one sample for each refusal seen and for the two a client that does not trust the certificate
+// sends, from 0). Both families are always declared; without `handshakes` (no TLS) the first is
+// 0 and the second has no sample.
 void AppendTlsHandshakeMetrics(std::string* out, const std::string& prefix,
                                const TlsHandshakes* handshakes);
 
