@@ -223,6 +223,20 @@ TEST(Admission, SaysWhatEachReviewCameTo) {
   EXPECT_EQ(untouched, ReviewOutcome::kRefused);
 }
 
+// Two throw-away PKIs, and the files under the test's temporary directory (DIR/tls.crt and
+// DIR/tls.key) that a server reads its certificate and key from, as from a Secret volume.
+struct RenewalFiles {
+  explicit RenewalFiles(const std::string& name)
+      : dir(::testing::TempDir() + "/" + name), cert(dir + "/tls.crt"), key(dir + "/tls.key") {
+    std::filesystem::create_directories(dir);
+  }
+  bool ok() const { return first.ok() && second.ok(); }
+  std::string error() const { return first.error() + second.error(); }
+
+  testing::TestCerts first, second;
+  const std::string dir, cert, key;
+};
+
 TEST(Admission, MetricsTextCountsReviewsAndTheCertificatesRenewals) {
   AdmissionMetrics m;
   // Before the server has loaded its certificate: every family declared, no expiry sample.
@@ -239,12 +253,10 @@ TEST(Admission, MetricsTextCountsReviewsAndTheCertificatesRenewals) {
   m.CountReview(ReviewOutcome::kRefused);
   m.CountMalformed();
   // The files served: renewed once, then two broken renewals, each refused.
-  testing::TestCerts first, second;
-  ASSERT_TRUE(first.ok()) << first.error();
-  ASSERT_TRUE(second.ok()) << second.error();
-  const std::string dir = ::testing::TempDir() + "/webhook-metrics-certs";
-  std::filesystem::create_directories(dir);
-  const std::string cert = dir + "/tls.crt", key = dir + "/tls.key";
+  RenewalFiles files_at("webhook-metrics-certs");
+  ASSERT_TRUE(files_at.ok()) << files_at.error();
+  const testing::TestCerts &first = files_at.first, &second = files_at.second;
+  const std::string &cert = files_at.cert, &key = files_at.key;
   auto put = [](const std::string& from, const std::string& to) {
     std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
   };
@@ -277,12 +289,10 @@ TEST(Admission, MetricsTextCountsReviewsAndTheCertificatesRenewals) {
 // Over HTTPS, as the API server calls it; the certificate is read at each handshake, so
 // replacing the files (cert-manager renewing the Secret) is served from the next connection.
 TEST(Admission, ServesOverTlsAndPicksUpARenewedCertificate) {
-  testing::TestCerts first, second;
-  ASSERT_TRUE(first.ok()) << first.error();
-  ASSERT_TRUE(second.ok()) << second.error();
-  const std::string dir = ::testing::TempDir() + "/webhook-certs";
-  std::filesystem::create_directories(dir);
-  const std::string cert = dir + "/tls.crt", key = dir + "/tls.key";
+  RenewalFiles files_at("webhook-certs");
+  ASSERT_TRUE(files_at.ok()) << files_at.error();
+  const testing::TestCerts &first = files_at.first, &second = files_at.second;
+  const std::string &dir = files_at.dir, &cert = files_at.cert, &key = files_at.key;
   auto install = [&](const testing::TestCerts& pki) {
     // As the kubelet updates a Secret volume: new files renamed into place.
     std::filesystem::copy_file(pki.server_cert(), cert + ".new",

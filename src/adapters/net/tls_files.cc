@@ -214,8 +214,9 @@ void AppendTlsMetrics(std::string* out, const std::string& prefix, const TlsFile
   const TlsFiles::Stats stats = files == nullptr ? TlsFiles::Stats{} : files->stats();
   absl::StrAppend(out, "# HELP ", expiry, " When the certificate ", served,
                   " expires (Unix time).\n# TYPE ", expiry, " gauge\n");
-  if (files != nullptr)
+  if (files != nullptr) {
     absl::StrAppend(out, expiry, " ", absl::ToUnixSeconds(stats.not_after), "\n");
+  }
   absl::StrAppend(out, "# HELP ", reloads, " Changes of the TLS files, ", read,
                   ": renewed (served from the next connection) or refused (they do not load; the "
                   "certificate served so far stays).\n# TYPE ",

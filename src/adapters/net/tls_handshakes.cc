@@ -1,7 +1,6 @@
 #include "adapters/net/tls_handshakes.h"
 
-#include <cctype>
-
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace tessera::adapters {
@@ -48,8 +47,7 @@ void TlsHandshakes::CountFailed(bool by_client, const char* alert) {
   // "unknown CA" -> "unknown_ca": a label value that reads as the others do.
   std::string name;
   for (const char* c = alert; c != nullptr && *c != '\0'; ++c) {
-    const auto u = static_cast<unsigned char>(*c);
-    name += std::isalnum(u) != 0 ? static_cast<char>(std::tolower(u)) : '_';
+    name += absl::ascii_isalnum(*c) ? absl::ascii_tolower(*c) : '_';
   }
   if (name.empty()) name = "unknown";
   MutexLock lock(&mu_);
