@@ -28,6 +28,11 @@ int RunAdmissionWebhook(const WebhookFlags& flags) {
   if (flags.tls_cert.empty() || flags.tls_key.empty()) {
     return Fail("--tls-cert and --tls-key are required: the API server calls webhooks over HTTPS");
   }
+  if (!flags.mps_directory.empty()) {
+    if (absl::Status d = adapters::CheckMpsDirectory(flags.mps_directory); !d.ok()) {
+      return Fail(absl::StrCat("--mps-directory: ", d.message()));
+    }
+  }
   // /metrics over plain HTTP on an address of its own: the webhook's port is HTTPS for the API
   // server, and Prometheus' pod scrapes speak plain HTTP unless told otherwise.
   adapters::AdmissionMetrics counted;
@@ -39,16 +44,23 @@ int RunAdmissionWebhook(const WebhookFlags& flags) {
   absl::Status s = ServeAnnounced(
       stop,
       [&](int port) {
-        return absl::StrCat("tessera admission-webhook: listening on ", host, ":", port,
-                            " (HTTPS; POST /mutate, GET /healthz)", metrics.Announcement(), "\n");
+        return absl::StrCat(
+            "tessera admission-webhook: listening on ", host, ":", port,
+            " (HTTPS; POST /mutate, GET /healthz)", metrics.Announcement(),
+            flags.mps_directory.empty()
+                ? ""
+                : absl::StrCat("; sharing pods reach the MPS daemon at ", flags.mps_directory),
+            "\n");
       },
       [&](std::atomic<int>* bound) {
         auto log = [](const std::string& line) {
           // One write per line, so that lines from handshakes at once never interleave.
           std::cerr << absl::StrCat("tessera admission-webhook: ", line, "\n");
         };
-        adapters::AdmissionOptions options{
-            .scheduler_name = flags.scheduler_name, .log = log, .metrics = &counted};
+        adapters::AdmissionOptions options{.scheduler_name = flags.scheduler_name,
+                                           .mps_directory = flags.mps_directory,
+                                           .log = log,
+                                           .metrics = &counted};
         return adapters::ServeAdmissionWebhook(host, port, flags.tls_cert, flags.tls_key, options,
                                                &stop, bound);
       });

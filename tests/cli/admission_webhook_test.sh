@@ -3,7 +3,8 @@
 # answers an AdmissionReview of a sharing pod with the JSON Patch that adds the env reading the
 # extender's bind annotations, refuses a pod with a wrong annotation, answers 400 to what is not
 # a review, counts each answer and TLS handshake (a client that does not trust its certificate
-# among them) on its --metrics-listen port, exits 0 on SIGTERM and 1 on bad flags.
+# among them) on its --metrics-listen port, with --mps-directory adds the MPS daemon's volumes,
+# exits 0 on SIGTERM and 1 on bad flags.
 # Usage: admission_webhook_test.sh TESSERA
 set -u
 TESSERA=${1:?usage: admission_webhook_test.sh path/to/tessera}
@@ -93,6 +94,39 @@ wait "$PID"
 rc=$?
 PID=""
 check "exits 0 on SIGTERM" test "$rc" = 0
+
+# With the nodes' MPS daemons (deploy/mps): the same pod also gets their directory and shared
+# memory, and the pipes of its GPU's daemon.
+"$TESSERA" admission-webhook --listen 127.0.0.1:0 --tls-cert "$WORK/tls.crt" \
+  --tls-key "$WORK/tls.key" --mps-directory /run/tessera/mps 2>"$WORK/stderr" &
+PID=$!
+PORT=$(announced_port "$WORK/stderr")
+check "with --mps-directory: says where pods reach the daemon" \
+  grep -q 'sharing pods reach the MPS daemon at /run/tessera/mps' "$WORK/stderr"
+out=$(post "$ROOT/tests/data/extender/admission-review-pod.json")
+echo "${out#* }" >"$WORK/response.json"
+check "with --mps-directory: the daemons' volumes, mounts and pipe directory" \
+  python3 - "$WORK/response.json" <<'PY'
+import base64, json, sys
+r = json.load(open(sys.argv[1]))["response"]
+ops = json.loads(base64.b64decode(r["patch"]))
+vols = [o["value"] for o in ops if o["path"] == "/spec/volumes/-"]
+assert {"name": "tessera-mps-shm", "hostPath": {"path": "/run/tessera/mps/shm",
+        "type": "Directory"}} in vols, ops
+mounts = [o["value"] for o in ops if o["path"] == "/spec/containers/1/volumeMounts"][0]
+assert {"name": "tessera-mps-shm", "mountPath": "/dev/shm"} in mounts, mounts
+env = [o["value"] for o in ops if o["path"] == "/spec/containers/1/env/-"]
+assert {"name": "CUDA_MPS_PIPE_DIRECTORY",
+        "value": "/run/tessera/mps/gpu-$(NVIDIA_VISIBLE_DEVICES)/pipe"} in env, env
+PY
+kill -TERM "$PID"
+wait "$PID"
+PID=""
+"$TESSERA" admission-webhook --listen 127.0.0.1:0 --tls-cert "$WORK/tls.crt" \
+  --tls-key "$WORK/tls.key" --mps-directory run/mps 2>"$WORK/err"
+check "a relative --mps-directory exits 1" test $? = 1
+check "and says what was expected" \
+  grep -q -- '--mps-directory: MPS directory "run/mps": expected an absolute path' "$WORK/err"
 
 "$TESSERA" admission-webhook --listen 127.0.0.1:0 --tls-cert "$WORK/tls.crt" \
   --tls-key "$WORK/ca.key" 2>"$WORK/err"

@@ -108,4 +108,31 @@ check "webhook: two replicas" grep -q 'replicas: 2' "$W"
 check "webhook: metrics on the scraped port" \
   bash -c "grep -q -- '--metrics-listen=0.0.0.0:9098' '$W' && grep -q 'prometheus.io/port: \"9098\"' '$W'"
 
+check "webhook: no MPS directory unless deploy/mps is applied" bash -c "! grep -q -- '--mps-directory' '$W'"
+
+M="$WORK/mps.yaml"
+check "mps: includes the webhook, told where the daemons are" \
+  bash -c "grep -q -- '- admission-webhook' '$M' && grep -q -- '- --mps-directory=/run/tessera/mps' '$M'"
+check "mps: a DaemonSet on the GPU nodes" bash -c "grep -q 'kind: DaemonSet' '$M' &&
+  grep -q 'nvidia.com/gpu.present: \"true\"' '$M'"
+check "mps: never rolled out by itself (a restart ends the sharing pods' contexts)" \
+  grep -q 'type: OnDelete' "$M"
+check "mps: the daemons' directory is the webhook's" python3 - "$M" <<'PY'
+import re, sys
+docs = open(sys.argv[1]).read().split("\n---\n")
+ds = [d for d in docs if "kind: DaemonSet\n" in d][0]
+dirs = set(re.findall(r"- --mps-directory=(\S+)", open(sys.argv[1]).read()))
+assert dirs == {"/run/tessera/mps"}, dirs
+assert "name: TESSERA_MPS_DIRECTORY\n          value: /run/tessera/mps\n" in ds, ds
+assert "path: /run/tessera/mps\n" in ds and "path: /run/tessera/mps/shm\n" in ds, ds
+assert "mountPath: /dev/shm\n" in ds, ds
+# The shared memory is mounted by a privileged init container, visible on the host.
+assert "mountPropagation: Bidirectional" in ds, ds
+PY
+cm=$(sed -n 's/^  name: \(tessera-mps-control-[a-z0-9]*\)$/\1/p' "$M" | head -1)
+check "mps: the script's ConfigMap has a content hash" test -n "$cm"
+check "mps: the DaemonSet runs it and probes it" bash -c "grep -q 'name: $cm' '$M' &&
+  grep -q -- '- /opt/tessera/mps-control.sh' '$M' && grep -q -- '- ready' '$M'"
+check "mps: the ConfigMap holds deploy/mps/mps-control.sh" grep -q 'tessera-mps-control: \$\*' "$M"
+
 finish deploy_render_test

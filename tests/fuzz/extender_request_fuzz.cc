@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/time/time.h"
 #include "adapters/k8s/admission.h"
 #include "adapters/k8s/extender_protocol.h"
@@ -22,10 +23,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)adapters::DecodeBindingArgs(text);
   (void)adapters::DecodeAssignment(text);
   // The webhook's answer, when there is one, is JSON, and the outcome its metrics count is the
-  // answer's: patched when it carries a patch, refused when it does not allow the pod.
-  adapters::ReviewOutcome outcome = adapters::ReviewOutcome::kUnchanged;
-  if (absl::StatusOr<std::string> reply = adapters::ReviewAdmission(text, {}, &outcome);
-      reply.ok()) {
+  // answer's: patched when it carries a patch, refused when it does not allow the pod. A patch
+  // applies to the pod it was made for (RFC 6902, as the API server applies it). Without and with
+  // the MPS daemon's volumes.
+  adapters::AdmissionOptions with_mps;
+  with_mps.mps_directory = "/run/tessera/mps";
+  for (const adapters::AdmissionOptions& options : {adapters::AdmissionOptions{}, with_mps}) {
+    adapters::ReviewOutcome outcome = adapters::ReviewOutcome::kUnchanged;
+    absl::StatusOr<std::string> reply = adapters::ReviewAdmission(text, options, &outcome);
+    if (!reply.ok()) continue;
     nlohmann::json r = nlohmann::json::parse(*reply, nullptr, false);
     if (r.is_discarded() || !r["response"].is_object()) __builtin_trap();
     const nlohmann::json& response = r["response"];
@@ -34,6 +40,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (patched != (outcome == adapters::ReviewOutcome::kPatched) ||
         refused != (outcome == adapters::ReviewOutcome::kRefused)) {
       __builtin_trap();
+    }
+    if (patched) {
+      std::string decoded;
+      if (!absl::Base64Unescape(response["patch"].get<std::string>(), &decoded)) __builtin_trap();
+      nlohmann::json patch = nlohmann::json::parse(decoded, nullptr, false);
+      if (patch.is_discarded()) __builtin_trap();
+      try {
+        (void)nlohmann::json::parse(text)["request"]["object"].patch(patch);
+      } catch (const nlohmann::json::exception&) {
+        __builtin_trap();
+      }
     }
   }
   // What the API server answers when the extender rebuilds its state (pods, nodes) and follows

@@ -5,11 +5,11 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 
-#include <set>
 #include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "adapters/k8s/decoders.h"
 #include "adapters/k8s/extender_protocol.h"
 #include "adapters/net/httplib_serve.h"
@@ -65,7 +65,145 @@ std::string NameOf(const json& c, size_t i) {
   return absl::StrCat("#", i);
 }
 
+// Whether an env entry already present takes its value from where `wanted` does: the same
+// literal value, or the same fieldRef path.
+bool SameSource(const json& present, const json& wanted) {
+  if (wanted.contains("value")) {
+    return present.contains("value") && present["value"] == wanted["value"];
+  }
+  return FieldPathIn(present) == FieldPathIn(wanted);
+}
+
+// The env entries a sharing pod's containers get, in order: ShareEnv's, then the MPS pipe
+// directory's with options.mps_directory.
+std::vector<json> WantedEnv(const AdmissionOptions& options) {
+  std::vector<json> out;
+  for (const auto& [var, annotation] : ShareEnv()) {
+    out.push_back(
+        {{"name", var},
+         {"valueFrom",
+          {{"fieldRef", {{"apiVersion", "v1"}, {"fieldPath", FieldPathOf(annotation)}}}}}});
+  }
+  if (!options.mps_directory.empty()) {
+    // The kubelet expands $(VAR) to the value of a variable defined before it in the list
+    // (NVIDIA_VISIBLE_DEVICES, above, or the container's own): the assigned GPU's daemon.
+    out.push_back(
+        {{"name", "CUDA_MPS_PIPE_DIRECTORY"},
+         {"value", absl::StrCat(options.mps_directory, "/gpu-$(NVIDIA_VISIBLE_DEVICES)/pipe")}});
+  }
+  return out;
+}
+
+// The volumes for the MPS daemons' directory and shared memory, and where each container
+// mounts them.
+struct MpsVolume {
+  json volume;
+  std::string mount_path;
+  const char* what;  // for messages
+};
+
+std::vector<MpsVolume> MpsVolumes(const std::string& dir) {
+  auto host_dir = [](const char* name, const std::string& path) {
+    return json{{"name", name}, {"hostPath", {{"path", path}, {"type", "Directory"}}}};
+  };
+  return {{host_dir(kMpsVolume, dir), dir, "directory (their pipes)"},
+          {host_dir(kMpsShmVolume, absl::StrCat(dir, "/shm")), "/dev/shm", "shared memory"}};
+}
+
+// A JSON Patch that adds `items` to the array at `path`, which `at` (nullptr: absent) holds.
+void AddAll(const json* at, const std::string& path, std::vector<json> items, json* patch) {
+  if (items.empty()) return;
+  if (at == nullptr || at->is_null()) {
+    patch->push_back({{"op", "add"}, {"path", path}, {"value", json(std::move(items))}});
+    return;
+  }
+  for (json& item : items) {
+    patch->push_back({{"op", "add"}, {"path", path + "/-"}, {"value", std::move(item)}});
+  }
+}
+
+// The pod's volumes that MutatePod must add for MPS: those not there already. An error when the
+// pod has a volume of one of their names that is not theirs.
+absl::StatusOr<std::vector<json>> MpsVolumesToAdd(const json& spec,
+                                                  const std::vector<MpsVolume>& mps) {
+  const json* volumes = spec.contains("volumes") ? &spec["volumes"] : nullptr;
+  if (volumes != nullptr && !volumes->is_null() && !volumes->is_array()) {
+    return Bad("pod.spec.volumes", "expected an array");
+  }
+  std::vector<json> add;
+  for (const MpsVolume& v : mps) {
+    bool present = false;
+    if (volumes != nullptr && volumes->is_array()) {
+      for (size_t k = 0; k < volumes->size(); ++k) {
+        const json& have = (*volumes)[k];
+        if (!have.is_object() || !have.contains("name") || have["name"] != v.volume["name"]) {
+          continue;
+        }
+        if (have != v.volume) {
+          return Bad(absl::StrCat("pod.spec.volumes[", k, "]"),
+                     absl::StrCat("the name ", v.volume["name"].get<std::string>(),
+                                  " is the one Tessera's webhook gives the MPS daemons' ", v.what,
+                                  " (hostPath ", v.volume["hostPath"]["path"].get<std::string>(),
+                                  "): rename this volume"));
+        }
+        present = true;
+      }
+    }
+    if (!present) add.push_back(v.volume);
+  }
+  return add;
+}
+
+// The mounts container `c` (index i) must get for MPS. An error when it mounts something else
+// where one of them goes (/dev/shm, most often an emptyDir of medium Memory).
+absl::StatusOr<std::vector<json>> MpsMountsToAdd(const json& c, size_t i,
+                                                 const std::vector<MpsVolume>& mps) {
+  const json* mounts = c.contains("volumeMounts") ? &c["volumeMounts"] : nullptr;
+  if (mounts != nullptr && !mounts->is_null() && !mounts->is_array()) {
+    return Bad(absl::StrCat("pod.spec.containers[", i, "].volumeMounts"), "expected an array");
+  }
+  std::vector<json> add;
+  for (const MpsVolume& v : mps) {
+    const std::string& name = v.volume["name"].get_ref<const std::string&>();
+    bool present = false;
+    if (mounts != nullptr && mounts->is_array()) {
+      for (size_t k = 0; k < mounts->size(); ++k) {
+        const json& m = (*mounts)[k];
+        if (!m.is_object() || !m.contains("mountPath") || m["mountPath"] != v.mount_path) {
+          continue;
+        }
+        if (!m.contains("name") || m["name"] != name) {
+          return Bad(
+              absl::StrCat("pod.spec.containers[", i, "].volumeMounts[", k, "]"),
+              absl::StrCat("container ", NameOf(c, i), " mounts ",
+                           m.contains("name") ? m["name"].dump() : "a volume", " at ", v.mount_path,
+                           "; under MPS the webhook mounts the MPS daemons' ", v.what,
+                           " there, which CUDA needs to reach them: remove this mount"));
+        }
+        present = true;
+      }
+    }
+    if (!present) add.push_back({{"name", name}, {"mountPath", v.mount_path}});
+  }
+  return add;
+}
+
 }  // namespace
+
+absl::Status CheckMpsDirectory(absl::string_view dir) {
+  auto bad = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("MPS directory \"", dir, "\": ", what));
+  };
+  if (dir.empty() || dir.front() != '/') return bad("expected an absolute path");
+  if (dir == "/") return bad("expected a directory of its own, not /");
+  if (dir.back() == '/') return bad("expected no trailing /");
+  for (absl::string_view part : absl::StrSplit(dir.substr(1), '/')) {
+    if (part.empty() || part == "." || part == "..") {
+      return bad("expected no empty, . or .. components");
+    }
+  }
+  return absl::OkStatus();
+}
 
 const std::vector<std::pair<std::string, std::string>>& ShareEnv() {
   static const auto* env = new std::vector<std::pair<std::string, std::string>>{
@@ -104,51 +242,47 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
     }
   }
 
+  const std::vector<json> wanted = WantedEnv(options);
+  std::vector<MpsVolume> mps;
+  if (!options.mps_directory.empty()) {
+    mps = MpsVolumes(options.mps_directory);
+    TESSERA_ASSIGN_OR_RETURN(std::vector<json> volumes, MpsVolumesToAdd(*spec, mps));
+    AddAll(spec->contains("volumes") ? &(*spec)["volumes"] : nullptr, "/spec/volumes",
+           std::move(volumes), &m.patch);
+  }
   for (size_t i = 0; i < containers->size(); ++i) {
     const json& c = (*containers)[i];
     if (!c.is_object())
       return Bad(absl::StrCat("pod.spec.containers[", i, "]"), "expected an object");
-    const std::string at = absl::StrCat("/spec/containers/", i, "/env");
     const json* env = c.contains("env") ? &c["env"] : nullptr;
     if (env != nullptr && !env->is_null() && !env->is_array()) {
       return Bad(absl::StrCat("pod.spec.containers[", i, "].env"), "expected an array");
     }
-    std::set<std::string> present;
-    std::set<std::string> ours;  // already reading our annotation (the webhook ran before)
-    if (env != nullptr && env->is_array()) {
-      for (const json& e : *env) {
-        if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) continue;
-        const std::string name = e["name"].get<std::string>();
-        present.insert(name);
-        for (const auto& [var, annotation] : ShareEnv()) {
-          if (name == var && FieldPathIn(e) == FieldPathOf(annotation)) {
-            ours.insert(name);
-          }
+    std::vector<json> added;
+    for (const json& w : wanted) {
+      const std::string& var = w["name"].get_ref<const std::string&>();
+      bool present = false;
+      bool ours = false;  // already taking its value from where the webhook would (reinvocation)
+      if (env != nullptr && env->is_array()) {
+        for (const json& e : *env) {
+          if (!e.is_object() || !e.contains("name") || e["name"] != var) continue;
+          present = true;
+          ours = ours || SameSource(e, w);
         }
       }
-    }
-    json added = json::array();
-    for (const auto& [var, annotation] : ShareEnv()) {
-      if (present.contains(var)) {
-        if (!ours.contains(var)) {
-          m.warnings.push_back(absl::StrCat("container ", NameOf(c, i), " sets ", var,
-                                            " itself; left as it is, so it may not use the "
-                                            "share Tessera assigns"));
-        }
-        continue;
+      if (!present) {
+        added.push_back(w);
+      } else if (!ours) {
+        m.warnings.push_back(absl::StrCat("container ", NameOf(c, i), " sets ", var,
+                                          " itself; left as it is, so it may not use the "
+                                          "share Tessera assigns"));
       }
-      added.push_back(
-          {{"name", var},
-           {"valueFrom",
-            {{"fieldRef", {{"apiVersion", "v1"}, {"fieldPath", FieldPathOf(annotation)}}}}}});
     }
-    if (added.empty()) continue;
-    if (env == nullptr || env->is_null()) {
-      m.patch.push_back({{"op", "add"}, {"path", at}, {"value", added}});
-    } else {
-      for (json& e : added) {
-        m.patch.push_back({{"op", "add"}, {"path", at + "/-"}, {"value", std::move(e)}});
-      }
+    AddAll(env, absl::StrCat("/spec/containers/", i, "/env"), std::move(added), &m.patch);
+    if (!mps.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(std::vector<json> mounts, MpsMountsToAdd(c, i, mps));
+      AddAll(c.contains("volumeMounts") ? &c["volumeMounts"] : nullptr,
+             absl::StrCat("/spec/containers/", i, "/volumeMounts"), std::move(mounts), &m.patch);
     }
   }
   return m;

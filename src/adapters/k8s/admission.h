@@ -35,6 +35,14 @@ class AdmissionMetrics;
 struct AdmissionOptions {
   // Set as spec.schedulerName where the pod names none or "default-scheduler"; "" leaves it.
   std::string scheduler_name = "tessera-scheduler";
+  // The host directory of the nodes' MPS control daemons (deploy/mps: one per GPU, GPU i's
+  // pipes in DIR/gpu-i/pipe; the shared memory their clients reach them through in DIR/shm).
+  // When set, each container of a sharing pod also gets DIR mounted at DIR, DIR/shm at /dev/shm
+  // (hostPath volumes of type Directory: a node without them does not start the pod) and
+  // CUDA_MPS_PIPE_DIRECTORY=DIR/gpu-$(NVIDIA_VISIBLE_DEVICES)/pipe, which the kubelet expands to
+  // the daemon of the GPU the extender assigned, so that the MPS limits the env sets are
+  // enforced there. "": the env only.
+  std::string mps_directory;
   // Where ServeAdmissionWebhook reports what an operator must see (renewed TLS files that do not
   // load), a line at a time, from any thread; none: not reported.
   std::function<void(const std::string& line)> log;
@@ -66,6 +74,14 @@ class AdmissionMetrics {
   mutable Mutex mu_;
   std::shared_ptr<const TlsFiles> tls_ ABSL_GUARDED_BY(mu_);
 };
+
+// The volumes MutatePod adds with AdmissionOptions::mps_directory, by name.
+inline constexpr char kMpsVolume[] = "tessera-mps";
+inline constexpr char kMpsShmVolume[] = "tessera-mps-shm";
+
+// Whether `dir` can be AdmissionOptions::mps_directory: an absolute path, not "/", without "."
+// or ".." components, empty ones ("//") or a trailing "/". The error names what is wrong.
+absl::Status CheckMpsDirectory(absl::string_view dir);
 
 // The env a sharing pod's containers get: variable name and the annotation it reads.
 const std::vector<std::pair<std::string, std::string>>& ShareEnv();

@@ -131,8 +131,9 @@ TEST(Admission, LeavesPodsThatShareNoGpuAndWarnsWhereItLeavesTheUsersChoice) {
   // No scheduler named: set. With scheduler_name "" the webhook leaves it alone.
   pod["spec"].erase("schedulerName");
   EXPECT_EQ(pod.patch(PatchOf(Respond(review)))["spec"]["schedulerName"], "tessera-scheduler");
-  EXPECT_FALSE(pod.patch(PatchOf(
-      Respond(review, {.scheduler_name = "", .log = nullptr, .metrics = nullptr})))["spec"]
+  EXPECT_FALSE(pod.patch(PatchOf(Respond(
+      review,
+      {.scheduler_name = "", .mps_directory = "", .log = nullptr, .metrics = nullptr})))["spec"]
                    .contains("schedulerName"));
 
   // Not a pod's CREATE: allowed unchanged.
@@ -185,6 +186,145 @@ TEST(Admission, RefusesPodsWithWrongAnnotationsAndAnswers400ToWhatIsNotAReview) 
   bad_env["request"]["object"]["spec"]["containers"][1]["env"] = "LISTEN=9100";
   EXPECT_THAT(Respond(bad_env)["status"]["message"].get<std::string>(),
               HasSubstr("pod.spec.containers[1].env: expected an array"));
+}
+
+// The options of a webhook run with --mps-directory=/run/tessera/mps.
+AdmissionOptions WithMps() {
+  AdmissionOptions options;
+  options.mps_directory = "/run/tessera/mps";
+  return options;
+}
+
+// With --mps-directory, a sharing pod's containers also reach the MPS daemon of the GPU they are
+// assigned: the daemons' directory mounted, their shared memory at /dev/shm (hostPath volumes of
+// type Directory: a node without them does not start the pod), and the pipe directory of GPU
+// $(NVIDIA_VISIBLE_DEVICES), which the kubelet expands from the variable before it.
+TEST(Admission, WithAnMpsDirectorySharingPodsReachTheDaemonsPipesAndSharedMemory) {
+  const AdmissionOptions mps = WithMps();
+  json review = Review();
+  json response = Respond(review, mps);
+  EXPECT_EQ(response["allowed"], true);
+  EXPECT_FALSE(response.contains("warnings"));
+  json pod = review["request"]["object"].patch(PatchOf(response));
+  const json dir_volume = {{"name", "tessera-mps"},
+                           {"hostPath", {{"path", "/run/tessera/mps"}, {"type", "Directory"}}}};
+  const json shm_volume = {{"name", "tessera-mps-shm"},
+                           {"hostPath", {{"path", "/run/tessera/mps/shm"}, {"type", "Directory"}}}};
+  // The pod's own volume stays first.
+  ASSERT_EQ(pod["spec"]["volumes"].size(), 3u);
+  EXPECT_EQ(pod["spec"]["volumes"][0]["name"], "kube-api-access-x7k2p");
+  EXPECT_EQ(pod["spec"]["volumes"][1], dir_volume);
+  EXPECT_EQ(pod["spec"]["volumes"][2], shm_volume);
+  const json mounts = json::array({{{"name", "tessera-mps"}, {"mountPath", "/run/tessera/mps"}},
+                                   {{"name", "tessera-mps-shm"}, {"mountPath", "/dev/shm"}}});
+  // The first container had a mount (the service account token): ours are appended. The second
+  // had none: the list is made.
+  const json& first = pod["spec"]["containers"][0];
+  ASSERT_EQ(first["volumeMounts"].size(), 3u);
+  EXPECT_EQ(first["volumeMounts"][1], mounts[0]);
+  EXPECT_EQ(first["volumeMounts"][2], mounts[1]);
+  EXPECT_EQ(pod["spec"]["containers"][1]["volumeMounts"], mounts);
+  const json pipe_env = {{"name", "CUDA_MPS_PIPE_DIRECTORY"},
+                         {"value", "/run/tessera/mps/gpu-$(NVIDIA_VISIBLE_DEVICES)/pipe"}};
+  for (const json& c : pod["spec"]["containers"]) {
+    EXPECT_EQ(c["env"].back(), pipe_env) << c["name"];
+    EXPECT_EQ(c["env"].size(), c["name"] == "vllm" ? 5u : 6u) << c["name"];
+    // Defined before it, so that the kubelet expands it.
+    EXPECT_EQ(c["env"][c["env"].size() - 5]["name"], "NVIDIA_VISIBLE_DEVICES") << c["name"];
+  }
+  // Reinvocation changes and warns nothing.
+  absl::StatusOr<PodMutation> again = MutatePod(pod, mps);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->patch, json::array());
+  EXPECT_TRUE(again->warnings.empty());
+  // Without the option, neither volumes nor mounts (the first test checks the env).
+  json plain = review["request"]["object"].patch(PatchOf(Respond(review)));
+  EXPECT_EQ(plain["spec"]["volumes"].size(), 1u);
+  EXPECT_FALSE(plain["spec"]["containers"][1].contains("volumeMounts"));
+  // A pod with no volumes at all gets the list made.
+  json bare = Review();
+  bare["request"]["object"]["spec"].erase("volumes");
+  bare["request"]["object"]["spec"]["containers"][0].erase("volumeMounts");
+  json bare_pod = bare["request"]["object"].patch(PatchOf(Respond(bare, mps)));
+  EXPECT_EQ(bare_pod["spec"]["volumes"], json::array({dir_volume, shm_volume}));
+  EXPECT_EQ(bare_pod["spec"]["containers"][0]["volumeMounts"], mounts);
+  // A pod that asks no share is left alone.
+  json other = Review();
+  other["request"]["object"]["metadata"].erase("annotations");
+  EXPECT_FALSE(Respond(other, mps).contains("patch"));
+}
+
+TEST(Admission, WithAnMpsDirectoryRefusesPodsWhoseMountsOrVolumesWouldHideTheDaemon) {
+  const AdmissionOptions mps = WithMps();
+  // vLLM manifests often mount an emptyDir of medium Memory at /dev/shm: MPS clients need the
+  // daemon's shared memory there instead, so the pod is refused with what to change.
+  json shm = Review();
+  json& spec = shm["request"]["object"]["spec"];
+  spec["volumes"].push_back({{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}});
+  spec["containers"][0]["volumeMounts"].push_back({{"name", "dshm"}, {"mountPath", "/dev/shm"}});
+  json r = Respond(shm, mps);
+  EXPECT_EQ(r["allowed"], false);
+  EXPECT_EQ(r["status"]["code"], 400);
+  EXPECT_THAT(r["status"]["message"].get<std::string>(),
+              HasSubstr("pod.spec.containers[0].volumeMounts[1]: container vllm mounts \"dshm\" "
+                        "at /dev/shm; under MPS the webhook mounts the MPS daemons' shared "
+                        "memory there"));
+  EXPECT_THAT(r["status"]["message"].get<std::string>(), HasSubstr("remove this mount"));
+  // Without MPS the same pod is fine.
+  EXPECT_EQ(Respond(shm)["allowed"], true);
+  // Something else mounted at the daemons' directory: refused too.
+  json pipe = Review();
+  pipe["request"]["object"]["spec"]["containers"][1]["volumeMounts"] =
+      json::array({{{"name", "kube-api-access-x7k2p"}, {"mountPath", "/run/tessera/mps"}}});
+  EXPECT_THAT(Respond(pipe, mps)["status"]["message"].get<std::string>(),
+              HasSubstr("pod.spec.containers[1].volumeMounts[0]: container metrics-proxy mounts "
+                        "\"kube-api-access-x7k2p\" at /run/tessera/mps; under MPS the webhook "
+                        "mounts the MPS daemons' directory (their pipes) there"));
+  // A volume of the pod's own under one of the webhook's names: refused, not merged.
+  json named = Review();
+  named["request"]["object"]["spec"]["volumes"].push_back(
+      {{"name", "tessera-mps-shm"}, {"emptyDir", json::object()}});
+  EXPECT_THAT(Respond(named, mps)["status"]["message"].get<std::string>(),
+              HasSubstr("pod.spec.volumes[1]: the name tessera-mps-shm is the one Tessera's "
+                        "webhook gives the MPS daemons' shared memory (hostPath "
+                        "/run/tessera/mps/shm): rename this volume"));
+  // A container that sets its own pipe directory keeps it, with a warning; the mounts still
+  // come.
+  json own = Review();
+  own["request"]["object"]["spec"]["containers"][1]["env"].push_back(
+      {{"name", "CUDA_MPS_PIPE_DIRECTORY"}, {"value", "/tmp/nvidia-mps"}});
+  json own_response = Respond(own, mps);
+  EXPECT_EQ(own_response["allowed"], true);
+  EXPECT_THAT(own_response["warnings"].dump(),
+              HasSubstr("container metrics-proxy sets CUDA_MPS_PIPE_DIRECTORY itself"));
+  json own_pod = own["request"]["object"].patch(PatchOf(own_response));
+  EXPECT_EQ(own_pod["spec"]["containers"][1]["volumeMounts"].size(), 2u);
+  // Shapes the API server never sends: answered, not thrown.
+  json odd = Review();
+  odd["request"]["object"]["spec"]["volumes"] = "none";
+  EXPECT_THAT(Respond(odd, mps)["status"]["message"].get<std::string>(),
+              HasSubstr("pod.spec.volumes: expected an array"));
+  json odd_mounts = Review();
+  odd_mounts["request"]["object"]["spec"]["containers"][1]["volumeMounts"] = 3;
+  EXPECT_THAT(Respond(odd_mounts, mps)["status"]["message"].get<std::string>(),
+              HasSubstr("pod.spec.containers[1].volumeMounts: expected an array"));
+  json loose = Review();
+  loose["request"]["object"]["spec"]["containers"][1]["volumeMounts"] =
+      json::array({"loose", {{"mountPath", 4}}, {{"mountPath", "/dev/shm"}}});
+  EXPECT_THAT(Respond(loose, mps)["status"]["message"].get<std::string>(),
+              HasSubstr("container metrics-proxy mounts a volume at /dev/shm"));
+}
+
+TEST(Admission, MpsDirectoryMustBeAnAbsoluteCleanPath) {
+  EXPECT_TRUE(CheckMpsDirectory("/run/tessera/mps").ok());
+  EXPECT_TRUE(CheckMpsDirectory("/mps").ok());
+  for (const char* bad : {"", "run/tessera/mps", "/", "/run/tessera/mps/", "/run//mps",
+                          "/run/./mps", "/run/../mps", "/.."}) {
+    absl::Status s = CheckMpsDirectory(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("MPS directory \"", bad, "\": expected")))
+        << bad;
+  }
 }
 
 // The expiry sample the webhook's metrics show while serving the certificate in `pem_file`.
