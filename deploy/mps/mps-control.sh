@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # One NVIDIA MPS control daemon per GPU of the node, for the pods that share GPUs through Tessera
 # (docs/scheduler-extender.md, "Enforcing shares with MPS"). GPU i's daemon sees that GPU only
-# (CUDA_VISIBLE_DEVICES=its UUID), keeps its pipes in $DIR/gpu-i/pipe and its logs in
-# $DIR/gpu-i/log. The admission webhook (--mps-directory=$DIR) points each container of a sharing
-# pod at $DIR/gpu-$(NVIDIA_VISIBLE_DEVICES)/pipe: the daemon of the GPU the extender assigned, where
-# the pod sees one GPU, as device 0, and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=... and
-# CUDA_MPS_ACTIVE_THREAD_PERCENTAGE apply to it. GPUs in MIG mode get no daemon.
+# (CUDA_VISIBLE_DEVICES=its UUID), keeps its pipes in $DIR/pipes/gpu-i and its logs in
+# $DIR/logs/gpu-i. The admission webhook (--mps-directory=$DIR) mounts $DIR/pipes into each
+# container of a sharing pod and points it at $DIR/pipes/gpu-$(NVIDIA_VISIBLE_DEVICES): the daemon
+# of the GPU the extender assigned, where the pod sees one GPU, as device 0, and
+# CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=... and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE apply to it. GPUs in
+# MIG mode get no daemon. $DIR/pipes exists only while this script runs its daemons (made when
+# they start, removed when they stop), so a sharing pod does not start on the node meanwhile
+# (the kubelet waits for its hostPath volume) rather than start unenforced.
 #
 #   mps-control.sh        start the daemons and run until SIGTERM (each daemon is told to quit,
 #                         exit 0). A daemon that exits is started again, on its own: the other
@@ -49,6 +52,7 @@ stop() {
   local pipe
   for pipe in "${pipes[@]}"; do ask "$pipe" quit >/dev/null 2>&1 || true; done
   wait
+  rm -rf "$dir/pipes"  # new sharing pods wait for the daemons to be back
 }
 trap 'log "SIGTERM: telling each daemon to quit"; stop; exit 0' TERM INT
 
@@ -63,11 +67,13 @@ start() {  # start SLOT: (re)start that GPU's daemon on clean pipes
   log "GPU ${uuids[k]}: MPS control daemon (pid $!), pipes in ${pipes[k]}"
 }
 
+# Pipes of daemons that are gone (this container's last run): clients must find running daemons'
+# pipes or none.
+rm -rf "$started" "$dir/pipes"
 if ! gpus=$(nvidia-smi --query-gpu=index,uuid,mig.mode.current --format=csv,noheader); then
   log "nvidia-smi failed: no GPU visible to this container (NVIDIA_VISIBLE_DEVICES=all and the NVIDIA runtime are needed)"
   exit 1
 fi
-rm -f "$started"
 while IFS=', ' read -r index uuid mig; do
   [ -n "$index" ] || continue
   if [ "$mig" = Enabled ]; then
@@ -75,8 +81,8 @@ while IFS=', ' read -r index uuid mig; do
     continue
   fi
   k=${#pipes[@]}
-  pipes[k]="$dir/gpu-$index/pipe"
-  logs[k]="$dir/gpu-$index/log"
+  pipes[k]="$dir/pipes/gpu-$index"
+  logs[k]="$dir/logs/gpu-$index"
   uuids[k]=$uuid
   mkdir -p "${pipes[k]}" "${logs[k]}"
   start "$k"

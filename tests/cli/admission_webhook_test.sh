@@ -95,8 +95,8 @@ rc=$?
 PID=""
 check "exits 0 on SIGTERM" test "$rc" = 0
 
-# With the nodes' MPS daemons (deploy/mps): the same pod also gets their directory and shared
-# memory, and the pipes of its GPU's daemon.
+# With the nodes' MPS daemons (deploy/mps): the same pod also gets their pipes and shared
+# memory, and the pipe directory of its GPU's daemon.
 "$TESSERA" admission-webhook --listen 127.0.0.1:0 --tls-cert "$WORK/tls.crt" \
   --tls-key "$WORK/tls.key" --mps-directory /run/tessera/mps 2>"$WORK/stderr" &
 PID=$!
@@ -117,7 +117,7 @@ mounts = [o["value"] for o in ops if o["path"] == "/spec/containers/1/volumeMoun
 assert {"name": "tessera-mps-shm", "mountPath": "/dev/shm"} in mounts, mounts
 env = [o["value"] for o in ops if o["path"] == "/spec/containers/1/env/-"]
 assert {"name": "CUDA_MPS_PIPE_DIRECTORY",
-        "value": "/run/tessera/mps/gpu-$(NVIDIA_VISIBLE_DEVICES)/pipe"} in env, env
+        "value": "/run/tessera/mps/pipes/gpu-$(NVIDIA_VISIBLE_DEVICES)"} in env, env
 PY
 kill -TERM "$PID"
 wait "$PID"

@@ -89,13 +89,13 @@ std::vector<json> WantedEnv(const AdmissionOptions& options) {
     // (NVIDIA_VISIBLE_DEVICES, above, or the container's own): the assigned GPU's daemon.
     out.push_back(
         {{"name", "CUDA_MPS_PIPE_DIRECTORY"},
-         {"value", absl::StrCat(options.mps_directory, "/gpu-$(NVIDIA_VISIBLE_DEVICES)/pipe")}});
+         {"value", absl::StrCat(options.mps_directory, "/pipes/gpu-$(NVIDIA_VISIBLE_DEVICES)")}});
   }
   return out;
 }
 
-// The volumes for the MPS daemons' directory and shared memory, and where each container
-// mounts them.
+// The volumes for the MPS daemons' pipes and shared memory, and where each container mounts
+// them.
 struct MpsVolume {
   json volume;
   std::string mount_path;
@@ -106,7 +106,8 @@ std::vector<MpsVolume> MpsVolumes(const std::string& dir) {
   auto host_dir = [](const char* name, const std::string& path) {
     return json{{"name", name}, {"hostPath", {{"path", path}, {"type", "Directory"}}}};
   };
-  return {{host_dir(kMpsVolume, dir), dir, "directory (their pipes)"},
+  const std::string pipes = absl::StrCat(dir, "/pipes");
+  return {{host_dir(kMpsVolume, pipes), pipes, "pipes"},
           {host_dir(kMpsShmVolume, absl::StrCat(dir, "/shm")), "/dev/shm", "shared memory"}};
 }
 

@@ -36,10 +36,11 @@ struct AdmissionOptions {
   // Set as spec.schedulerName where the pod names none or "default-scheduler"; "" leaves it.
   std::string scheduler_name = "tessera-scheduler";
   // The host directory of the nodes' MPS control daemons (deploy/mps: one per GPU, GPU i's
-  // pipes in DIR/gpu-i/pipe; the shared memory their clients reach them through in DIR/shm).
-  // When set, each container of a sharing pod also gets DIR mounted at DIR, DIR/shm at /dev/shm
-  // (hostPath volumes of type Directory: a node without them does not start the pod) and
-  // CUDA_MPS_PIPE_DIRECTORY=DIR/gpu-$(NVIDIA_VISIBLE_DEVICES)/pipe, which the kubelet expands to
+  // pipes in DIR/pipes/gpu-i, DIR/pipes there only while they run; the shared memory their
+  // clients reach them through in DIR/shm). When set, each container of a sharing pod also gets
+  // DIR/pipes mounted at DIR/pipes, DIR/shm at /dev/shm (hostPath volumes of type Directory: a
+  // node without them does not start the pod until they exist) and
+  // CUDA_MPS_PIPE_DIRECTORY=DIR/pipes/gpu-$(NVIDIA_VISIBLE_DEVICES), which the kubelet expands to
   // the daemon of the GPU the extender assigned, so that the MPS limits the env sets are
   // enforced there. "": the env only.
   std::string mps_directory;

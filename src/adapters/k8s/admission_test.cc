@@ -196,7 +196,7 @@ AdmissionOptions WithMps() {
 }
 
 // With --mps-directory, a sharing pod's containers also reach the MPS daemon of the GPU they are
-// assigned: the daemons' directory mounted, their shared memory at /dev/shm (hostPath volumes of
+// assigned: the daemons' pipes mounted, their shared memory at /dev/shm (hostPath volumes of
 // type Directory: a node without them does not start the pod), and the pipe directory of GPU
 // $(NVIDIA_VISIBLE_DEVICES), which the kubelet expands from the variable before it.
 TEST(Admission, WithAnMpsDirectorySharingPodsReachTheDaemonsPipesAndSharedMemory) {
@@ -206,8 +206,9 @@ TEST(Admission, WithAnMpsDirectorySharingPodsReachTheDaemonsPipesAndSharedMemory
   EXPECT_EQ(response["allowed"], true);
   EXPECT_FALSE(response.contains("warnings"));
   json pod = review["request"]["object"].patch(PatchOf(response));
-  const json dir_volume = {{"name", "tessera-mps"},
-                           {"hostPath", {{"path", "/run/tessera/mps"}, {"type", "Directory"}}}};
+  const json dir_volume = {
+      {"name", "tessera-mps"},
+      {"hostPath", {{"path", "/run/tessera/mps/pipes"}, {"type", "Directory"}}}};
   const json shm_volume = {{"name", "tessera-mps-shm"},
                            {"hostPath", {{"path", "/run/tessera/mps/shm"}, {"type", "Directory"}}}};
   // The pod's own volume stays first.
@@ -215,8 +216,9 @@ TEST(Admission, WithAnMpsDirectorySharingPodsReachTheDaemonsPipesAndSharedMemory
   EXPECT_EQ(pod["spec"]["volumes"][0]["name"], "kube-api-access-x7k2p");
   EXPECT_EQ(pod["spec"]["volumes"][1], dir_volume);
   EXPECT_EQ(pod["spec"]["volumes"][2], shm_volume);
-  const json mounts = json::array({{{"name", "tessera-mps"}, {"mountPath", "/run/tessera/mps"}},
-                                   {{"name", "tessera-mps-shm"}, {"mountPath", "/dev/shm"}}});
+  const json mounts =
+      json::array({{{"name", "tessera-mps"}, {"mountPath", "/run/tessera/mps/pipes"}},
+                   {{"name", "tessera-mps-shm"}, {"mountPath", "/dev/shm"}}});
   // The first container had a mount (the service account token): ours are appended. The second
   // had none: the list is made.
   const json& first = pod["spec"]["containers"][0];
@@ -225,7 +227,7 @@ TEST(Admission, WithAnMpsDirectorySharingPodsReachTheDaemonsPipesAndSharedMemory
   EXPECT_EQ(first["volumeMounts"][2], mounts[1]);
   EXPECT_EQ(pod["spec"]["containers"][1]["volumeMounts"], mounts);
   const json pipe_env = {{"name", "CUDA_MPS_PIPE_DIRECTORY"},
-                         {"value", "/run/tessera/mps/gpu-$(NVIDIA_VISIBLE_DEVICES)/pipe"}};
+                         {"value", "/run/tessera/mps/pipes/gpu-$(NVIDIA_VISIBLE_DEVICES)"}};
   for (const json& c : pod["spec"]["containers"]) {
     EXPECT_EQ(c["env"].back(), pipe_env) << c["name"];
     EXPECT_EQ(c["env"].size(), c["name"] == "vllm" ? 5u : 6u) << c["name"];
@@ -272,14 +274,14 @@ TEST(Admission, WithAnMpsDirectoryRefusesPodsWhoseMountsOrVolumesWouldHideTheDae
   EXPECT_THAT(r["status"]["message"].get<std::string>(), HasSubstr("remove this mount"));
   // Without MPS the same pod is fine.
   EXPECT_EQ(Respond(shm)["allowed"], true);
-  // Something else mounted at the daemons' directory: refused too.
+  // Something else mounted where the daemons' pipes go: refused too.
   json pipe = Review();
   pipe["request"]["object"]["spec"]["containers"][1]["volumeMounts"] =
-      json::array({{{"name", "kube-api-access-x7k2p"}, {"mountPath", "/run/tessera/mps"}}});
+      json::array({{{"name", "kube-api-access-x7k2p"}, {"mountPath", "/run/tessera/mps/pipes"}}});
   EXPECT_THAT(Respond(pipe, mps)["status"]["message"].get<std::string>(),
               HasSubstr("pod.spec.containers[1].volumeMounts[0]: container metrics-proxy mounts "
-                        "\"kube-api-access-x7k2p\" at /run/tessera/mps; under MPS the webhook "
-                        "mounts the MPS daemons' directory (their pipes) there"));
+                        "\"kube-api-access-x7k2p\" at /run/tessera/mps/pipes; under MPS the "
+                        "webhook mounts the MPS daemons' pipes there"));
   // A volume of the pod's own under one of the webhook's names: refused, not merged.
   json named = Review();
   named["request"]["object"]["spec"]["volumes"].push_back(
