@@ -49,7 +49,7 @@ int RunAdmissionWebhook(const WebhookFlags& flags) {
             " (HTTPS; POST /mutate, GET /healthz)", metrics.Announcement(),
             flags.mps_directory.empty()
                 ? ""
-                : absl::StrCat("; sharing pods reach the MPS daemon at ", flags.mps_directory),
+                : absl::StrCat("; sharing pods reach the MPS daemons at ", flags.mps_directory),
             "\n");
       },
       [&](std::atomic<int>* bound) {

@@ -12,7 +12,7 @@ struct WebhookFlags {
   std::string tls_key;   // PEM private key (required)
   std::string scheduler_name = "tessera-scheduler";  // "" leaves spec.schedulerName alone
   std::string metrics_listen;  // HOST:PORT for GET /metrics over plain HTTP; "" none
-  std::string mps_directory;   // the nodes' MPS daemon directory (AdmissionOptions); "" none
+  std::string mps_directory;   // the nodes' MPS daemons' directory (AdmissionOptions); "" none
 };
 
 // Runs until SIGTERM or SIGINT. Exit status: 0 after a signal; 1 on bad flags, a certificate

@@ -122,10 +122,11 @@ int Main(int argc, char** argv) {
                        "HOST:PORT serving GET /metrics over plain HTTP, for Prometheus (reviews "
                        "answered, the certificate's expiry, TLS renewals); default none");
   hook_cmd->add_option("--mps-directory", hook.mps_directory,
-                       "Host directory of the nodes' MPS control daemon (deploy/mps: "
-                       "/run/tessera/mps): sharing pods also get its pipes (DIR/pipe, with "
-                       "CUDA_MPS_PIPE_DIRECTORY) and shared memory (DIR/shm at /dev/shm), so the "
-                       "MPS limits are enforced; default none");
+                       "Host directory of the nodes' MPS control daemons, one per GPU (deploy/mps: "
+                       "/run/tessera/mps): sharing pods also get their pipes (DIR/pipes, with "
+                       "CUDA_MPS_PIPE_DIRECTORY=DIR/pipes/gpu-$(NVIDIA_VISIBLE_DEVICES)) and "
+                       "shared memory (DIR/shm at /dev/shm), so the MPS limits are enforced; "
+                       "default none");
 
   tessera::cmd::FetchFlags fetchf;
   CLI::App* fetch_cmd = app.add_subcommand(

@@ -102,7 +102,7 @@ check "exits 0 on SIGTERM" test "$rc" = 0
 PID=$!
 PORT=$(announced_port "$WORK/stderr")
 check "with --mps-directory: says where pods reach the daemon" \
-  grep -q 'sharing pods reach the MPS daemon at /run/tessera/mps' "$WORK/stderr"
+  grep -q 'sharing pods reach the MPS daemons at /run/tessera/mps' "$WORK/stderr"
 out=$(post "$ROOT/tests/data/extender/admission-review-pod.json")
 echo "${out#* }" >"$WORK/response.json"
 check "with --mps-directory: the daemons' volumes, mounts and pipe directory" \

@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The webhook's answer, when there is one, is JSON, and the outcome its metrics count is the
   // answer's: patched when it carries a patch, refused when it does not allow the pod. A patch
   // applies to the pod it was made for (RFC 6902, as the API server applies it). Without and with
-  // the MPS daemon's volumes.
+  // the MPS daemons' volumes.
   adapters::AdmissionOptions with_mps;
   with_mps.mps_directory = "/run/tessera/mps";
   for (const adapters::AdmissionOptions& options : {adapters::AdmissionOptions{}, with_mps}) {

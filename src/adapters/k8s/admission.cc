@@ -313,7 +313,8 @@ void AdmissionMetrics::ShowTls(std::shared_ptr<const TlsFiles> files) {
 std::string AdmissionMetrics::Text() const {
   std::string out = absl::StrCat(
       "# HELP tessera_webhook_reviews_total AdmissionReviews answered: patched (a sharing pod "
-      "given its env), unchanged (let through as it is), refused (wrong share annotations), "
+      "given its env), unchanged (let through as it is), refused (wrong share annotations, or "
+      "a mount or volume in the MPS daemons' way), "
       "malformed (not an AdmissionReview request: HTTP 400, which the API server's "
       "failurePolicy Fail turns into a refused pod).\n"
       "# TYPE tessera_webhook_reviews_total counter\n");

@@ -53,7 +53,8 @@ struct AdmissionOptions {
 };
 
 // What a review came to: the pod patched, let through unchanged (anything but a sharing pod's
-// CREATE, or one already patched), or refused (wrong share annotations).
+// CREATE, or one already patched), or refused (wrong share annotations; with an MPS directory,
+// a mount or volume in the daemons' way).
 enum class ReviewOutcome { kPatched, kUnchanged, kRefused };
 
 // What a webhook has answered and the certificate it serves, in Prometheus' text format, for
