@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The alerts shipped in deploy/*/monitoring (the scaler's, the scheduler extender's and the
-# admission webhook's): each PrometheusRule renders, its rule groups pass `promtool check rules`,
-# its alerts fire and clear as tests/cli/<name>_alerts.test.yaml expects (`promtool test rules`),
-# and every tessera_* metric the rules use is one the running binary serves on its
-# --metrics-listen port.
+# The alerts shipped in deploy/*/monitoring (the scaler's, the scheduler extender's, the
+# admission webhook's and the MPS daemons'): each PrometheusRule renders, its rule groups pass
+# `promtool check rules`, its alerts fire and clear as tests/cli/<name>_alerts.test.yaml expects
+# (`promtool test rules`), and every tessera_* metric the rules use is one the running binary serves on its
+# --metrics-listen port (the MPS daemons' alert reads kube-state-metrics instead).
 # Usage: alerts_test.sh path/to/tessera
 set -u
 TESSERA=${1:?usage: alerts_test.sh path/to/tessera}
@@ -79,4 +79,11 @@ check "webhook: a test certificate" test -s "$WORK/tls.crt"
   --tls-cert "$WORK/tls.crt" --tls-key "$WORK/tls.key" 2>"$WORK/webhook.log" >/dev/null &
 PID=$!
 served webhook "$WORK/webhook.log"
+
+# The MPS daemons' alert reads kube-state-metrics, not a Tessera binary: only the rules and
+# their unit tests.
+rules mps mps
+check "mps: the alert reads kube-state-metrics' DaemonSet metric" \
+  grep -q 'kube_daemonset_status_number_unavailable{namespace="tessera-system",daemonset="tessera-mps-control"}' \
+  "$WORK/mps-rules.yaml"
 finish alerts_test
