@@ -111,10 +111,28 @@ std::vector<MpsVolume> MpsVolumes(const std::string& dir) {
           {host_dir(kMpsShmVolume, absl::StrCat(dir, "/shm")), "/dev/shm", "shared memory"}};
 }
 
-// A JSON Patch that adds `items` to the array at `path`, which `at` (nullptr: absent) holds.
+// Member `key` of `j`, by its exact name (a patch's paths must name it so); nullptr when `j` is
+// not an object or has no such member.
+const json* Find(const json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
+// The array member `key` of `j` (`where` names it in messages): nullptr when absent or null, an
+// error when it is something else.
+absl::StatusOr<const json*> OptionalArray(const json& j, const char* key,
+                                          const std::string& where) {
+  const json* at = Find(j, key);
+  if (at == nullptr || at->is_null()) return nullptr;
+  if (!at->is_array()) return Bad(where, "expected an array");
+  return at;
+}
+
+// Adds `items` to the array at `path`, which `at` holds (nullptr: absent, so made), to `patch`.
 void AddAll(const json* at, const std::string& path, std::vector<json> items, json* patch) {
   if (items.empty()) return;
-  if (at == nullptr || at->is_null()) {
+  if (at == nullptr) {
     patch->push_back({{"op", "add"}, {"path", path}, {"value", json(std::move(items))}});
     return;
   }
@@ -123,70 +141,61 @@ void AddAll(const json* at, const std::string& path, std::vector<json> items, js
   }
 }
 
-// The pod's volumes that MutatePod must add for MPS: those not there already. An error when the
-// pod has a volume of one of their names that is not theirs.
-absl::StatusOr<std::vector<json>> MpsVolumesToAdd(const json& spec,
-                                                  const std::vector<MpsVolume>& mps) {
-  const json* volumes = spec.contains("volumes") ? &spec["volumes"] : nullptr;
-  if (volumes != nullptr && !volumes->is_null() && !volumes->is_array()) {
-    return Bad("pod.spec.volumes", "expected an array");
-  }
+// Adds to `patch` the MPS volumes the pod does not have already. An error when it has a volume
+// of one of their names that is not theirs.
+absl::Status AddMpsVolumes(const json& spec, const std::vector<MpsVolume>& mps, json* patch) {
+  TESSERA_ASSIGN_OR_RETURN(const json* volumes, OptionalArray(spec, "volumes", "pod.spec.volumes"));
   std::vector<json> add;
   for (const MpsVolume& v : mps) {
     bool present = false;
-    if (volumes != nullptr && volumes->is_array()) {
-      for (size_t k = 0; k < volumes->size(); ++k) {
-        const json& have = (*volumes)[k];
-        if (!have.is_object() || !have.contains("name") || have["name"] != v.volume["name"]) {
-          continue;
-        }
-        if (have != v.volume) {
-          return Bad(absl::StrCat("pod.spec.volumes[", k, "]"),
-                     absl::StrCat("the name ", v.volume["name"].get<std::string>(),
-                                  " is the one Tessera's webhook gives the MPS daemons' ", v.what,
-                                  " (hostPath ", v.volume["hostPath"]["path"].get<std::string>(),
-                                  "): rename this volume"));
-        }
-        present = true;
+    for (size_t k = 0; volumes != nullptr && k < volumes->size(); ++k) {
+      const json& have = (*volumes)[k];
+      const json* name = Find(have, "name");
+      if (name == nullptr || *name != v.volume["name"]) continue;
+      if (have != v.volume) {
+        return Bad(absl::StrCat("pod.spec.volumes[", k, "]"),
+                   absl::StrCat("the name ", name->get<std::string>(),
+                                " is the one Tessera's webhook gives the MPS daemons' ", v.what,
+                                " (hostPath ", v.volume["hostPath"]["path"].get<std::string>(),
+                                "): rename this volume"));
       }
+      present = true;
     }
     if (!present) add.push_back(v.volume);
   }
-  return add;
+  AddAll(volumes, "/spec/volumes", std::move(add), patch);
+  return absl::OkStatus();
 }
 
-// The mounts container `c` (index i) must get for MPS. An error when it mounts something else
-// where one of them goes (/dev/shm, most often an emptyDir of medium Memory).
-absl::StatusOr<std::vector<json>> MpsMountsToAdd(const json& c, size_t i,
-                                                 const std::vector<MpsVolume>& mps) {
-  const json* mounts = c.contains("volumeMounts") ? &c["volumeMounts"] : nullptr;
-  if (mounts != nullptr && !mounts->is_null() && !mounts->is_array()) {
-    return Bad(absl::StrCat("pod.spec.containers[", i, "].volumeMounts"), "expected an array");
-  }
+// Adds to `patch` the MPS mounts container `c` (index i) does not have already. An error when it
+// mounts something else where one of them goes (/dev/shm, most often an emptyDir of medium
+// Memory).
+absl::Status AddMpsMounts(const json& c, size_t i, const std::vector<MpsVolume>& mps, json* patch) {
+  const std::string at = absl::StrCat("pod.spec.containers[", i, "].volumeMounts");
+  TESSERA_ASSIGN_OR_RETURN(const json* mounts, OptionalArray(c, "volumeMounts", at));
   std::vector<json> add;
   for (const MpsVolume& v : mps) {
-    const std::string& name = v.volume["name"].get_ref<const std::string&>();
+    const json& name = v.volume["name"];
     bool present = false;
-    if (mounts != nullptr && mounts->is_array()) {
-      for (size_t k = 0; k < mounts->size(); ++k) {
-        const json& m = (*mounts)[k];
-        if (!m.is_object() || !m.contains("mountPath") || m["mountPath"] != v.mount_path) {
-          continue;
-        }
-        if (!m.contains("name") || m["name"] != name) {
-          return Bad(
-              absl::StrCat("pod.spec.containers[", i, "].volumeMounts[", k, "]"),
-              absl::StrCat("container ", NameOf(c, i), " mounts ",
-                           m.contains("name") ? m["name"].dump() : "a volume", " at ", v.mount_path,
-                           "; under MPS the webhook mounts the MPS daemons' ", v.what,
-                           " there, which CUDA needs to reach them: remove this mount"));
-        }
-        present = true;
+    for (size_t k = 0; mounts != nullptr && k < mounts->size(); ++k) {
+      const json& m = (*mounts)[k];
+      const json* path = Find(m, "mountPath");
+      if (path == nullptr || *path != v.mount_path) continue;
+      const json* mounted = Find(m, "name");
+      if (mounted == nullptr || *mounted != name) {
+        return Bad(
+            absl::StrCat(at, "[", k, "]"),
+            absl::StrCat("container ", NameOf(c, i), " mounts ",
+                         mounted != nullptr ? mounted->dump() : "a volume", " at ", v.mount_path,
+                         "; under MPS the webhook mounts the MPS daemons' ", v.what,
+                         " there, which CUDA needs to reach them: remove this mount"));
       }
+      present = true;
     }
     if (!present) add.push_back({{"name", name}, {"mountPath", v.mount_path}});
   }
-  return add;
+  AddAll(mounts, absl::StrCat("/spec/containers/", i, "/volumeMounts"), std::move(add), patch);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -221,15 +230,15 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
   if (!AsksForAShare(pod)) return m;  // nor is anything else wrong with it the webhook's to say
   TESSERA_ASSIGN_OR_RETURN(placement::gpushare::GpuRequest req, DecodeGpuRequest(pod, "pod"));
   if (req.num_gpu == 0) return m;
-  const json* spec = pod.contains("spec") ? &pod["spec"] : nullptr;
+  const json* spec = Find(pod, "spec");
   if (spec == nullptr || !spec->is_object()) return Bad("pod.spec", "expected an object");
-  const json* containers = spec->contains("containers") ? &(*spec)["containers"] : nullptr;
+  const json* containers = Find(*spec, "containers");
   if (containers == nullptr || !containers->is_array()) {
     return Bad("pod.spec.containers", "expected an array");
   }
 
   if (!options.scheduler_name.empty()) {
-    const json* named = spec->contains("schedulerName") ? &(*spec)["schedulerName"] : nullptr;
+    const json* named = Find(*spec, "schedulerName");
     if (named == nullptr || named->is_null()) {
       m.patch.push_back(
           {{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", options.scheduler_name}});
@@ -247,44 +256,36 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
   std::vector<MpsVolume> mps;
   if (!options.mps_directory.empty()) {
     mps = MpsVolumes(options.mps_directory);
-    TESSERA_ASSIGN_OR_RETURN(std::vector<json> volumes, MpsVolumesToAdd(*spec, mps));
-    AddAll(spec->contains("volumes") ? &(*spec)["volumes"] : nullptr, "/spec/volumes",
-           std::move(volumes), &m.patch);
+    TESSERA_RETURN_IF_ERROR(AddMpsVolumes(*spec, mps, &m.patch));
   }
   for (size_t i = 0; i < containers->size(); ++i) {
     const json& c = (*containers)[i];
     if (!c.is_object())
       return Bad(absl::StrCat("pod.spec.containers[", i, "]"), "expected an object");
-    const json* env = c.contains("env") ? &c["env"] : nullptr;
-    if (env != nullptr && !env->is_null() && !env->is_array()) {
-      return Bad(absl::StrCat("pod.spec.containers[", i, "].env"), "expected an array");
-    }
+    TESSERA_ASSIGN_OR_RETURN(
+        const json* env, OptionalArray(c, "env", absl::StrCat("pod.spec.containers[", i, "].env")));
     std::vector<json> added;
     for (const json& w : wanted) {
-      const std::string& var = w["name"].get_ref<const std::string&>();
+      const json& var = w["name"];
       bool present = false;
       bool ours = false;  // already taking its value from where the webhook would (reinvocation)
-      if (env != nullptr && env->is_array()) {
-        for (const json& e : *env) {
-          if (!e.is_object() || !e.contains("name") || e["name"] != var) continue;
-          present = true;
-          ours = ours || SameSource(e, w);
-        }
+      for (size_t k = 0; env != nullptr && k < env->size(); ++k) {
+        const json* name = Find((*env)[k], "name");
+        if (name == nullptr || *name != var) continue;
+        present = true;
+        ours = ours || SameSource((*env)[k], w);
       }
       if (!present) {
         added.push_back(w);
       } else if (!ours) {
-        m.warnings.push_back(absl::StrCat("container ", NameOf(c, i), " sets ", var,
+        m.warnings.push_back(absl::StrCat("container ", NameOf(c, i), " sets ",
+                                          var.get<std::string>(),
                                           " itself; left as it is, so it may not use the "
                                           "share Tessera assigns"));
       }
     }
     AddAll(env, absl::StrCat("/spec/containers/", i, "/env"), std::move(added), &m.patch);
-    if (!mps.empty()) {
-      TESSERA_ASSIGN_OR_RETURN(std::vector<json> mounts, MpsMountsToAdd(c, i, mps));
-      AddAll(c.contains("volumeMounts") ? &c["volumeMounts"] : nullptr,
-             absl::StrCat("/spec/containers/", i, "/volumeMounts"), std::move(mounts), &m.patch);
-    }
+    if (!mps.empty()) TESSERA_RETURN_IF_ERROR(AddMpsMounts(c, i, mps, &m.patch));
   }
   return m;
 }
@@ -348,7 +349,7 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body, const Admiss
                             review.value("apiVersion", json()).dump(), " and ",
                             review.value("kind", json()).dump()));
   }
-  const json* request = review.contains("request") ? &review["request"] : nullptr;
+  const json* request = Find(review, "request");
   if (request == nullptr || !request->is_object()) {
     return Bad("AdmissionReview.request", "required object missing");
   }
@@ -364,7 +365,7 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body, const Admiss
                           request->value("operation", json()) == "CREATE" &&
                           request->value("subResource", json("")) == "";
   if (pod_create) {
-    const json* object = request->contains("object") ? &(*request)["object"] : nullptr;
+    const json* object = Find(*request, "object");
     if (object == nullptr || !object->is_object()) {
       return Bad("AdmissionReview.request.object", "required object missing");
     }
