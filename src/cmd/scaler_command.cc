@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "adapters/io/files.h"
 #include "adapters/keda/scaler.h"
+#include "adapters/objstore/sigv4.h"
 #include "cmd/metrics_endpoint.h"
 #include "cmd/signals.h"
 
@@ -171,6 +172,26 @@ int RunScaler(const ScalerFlags& flags) {
   if (!config.ok()) return Fail(std::string(config.status().message()));
   if (std::vector<std::string> bad = config->UnreadableFiles(); !bad.empty()) {
     return Fail(absl::StrCat(flags.config_file, ": cannot read ", absl::StrJoin(bad, "; ")));
+  }
+  if (const std::string& region = config->prometheus.sigv4_region; !region.empty()) {
+    // What the environment names wrongly stops the scaler here. An endpoint that does not answer
+    // now (STS, the Pod Identity agent) does not: queries fail, and the scaler keeps its safe
+    // behaviour, until it does.
+    absl::StatusOr<adapters::objstore::AwsCredentials> aws =
+        adapters::objstore::AwsCredentialsFromEnvironment(region, "tessera-scaler");
+    if (aws.ok() && aws->anonymous()) {
+      return Fail(absl::StrCat(flags.config_file,
+                               ": prometheus.sigv4: no AWS credentials in the environment "
+                               "(expected ",
+                               adapters::objstore::kAwsCredentialSources, ")"));
+    }
+    if (absl::IsInvalidArgument(aws.status()) || absl::IsNotFound(aws.status())) {
+      return Fail(absl::StrCat(flags.config_file, ": prometheus.sigv4: ", aws.status().message()));
+    }
+    if (!aws.ok()) {
+      std::cerr << absl::StrCat("tessera scaler: warning: prometheus.sigv4: ",
+                                aws.status().message(), " (queries fail until this answers)\n");
+    }
   }
   if (flags.check) return Check(flags.config_file, *config);
   adapters::PromSource source(config->prometheus);

@@ -49,6 +49,35 @@ config "  headers: {'Bad Name': x}" >"$WORK/header.yaml"
 check "a bad header name: exit 1" test $? = 1
 check "located" grep -q "header.yaml:6:.*expected an HTTP header name" "$WORK/err"
 
+# Amazon Managed Service for Prometheus: signing needs credentials from the environment. None
+# there, or a profile that is not in the named file, stops the scaler at once; an STS that does
+# not answer does not (a warning: queries fail until it does).
+config "  sigv4: {region: us-west-2}" >"$WORK/amp.yaml"
+env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_WEB_IDENTITY_TOKEN_FILE \
+  -u AWS_CONTAINER_CREDENTIALS_FULL_URI -u AWS_CONTAINER_CREDENTIALS_RELATIVE_URI \
+  -u AWS_SHARED_CREDENTIALS_FILE -u AWS_PROFILE HOME="$WORK" \
+  "$TESSERA" scaler --config "$WORK/amp.yaml" --listen 127.0.0.1:0 2>"$WORK/err" >/dev/null
+check "sigv4 without AWS credentials: exit 1" test $? = 1
+check "  saying where they were looked for" \
+  grep -q "amp.yaml: prometheus.sigv4: no AWS credentials in the environment (expected .*IRSA" \
+  "$WORK/err"
+printf '[default]\naws_access_key_id = AKID\naws_secret_access_key = s3cr3t-k3y\n' >"$WORK/aws"
+AWS_SHARED_CREDENTIALS_FILE="$WORK/aws" AWS_PROFILE=prod \
+  "$TESSERA" scaler --config "$WORK/amp.yaml" --listen 127.0.0.1:0 2>"$WORK/err" >/dev/null
+check "sigv4 with a profile missing from the file: exit 1" test $? = 1
+check "  naming the profile, quoting no key" \
+  bash -c "grep -q 'prometheus.sigv4: .*prod' '$WORK/err' && ! grep -q s3cr3t-k3y '$WORK/err'"
+printf 'token' >"$WORK/sa-token"
+env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY HOME="$WORK" \
+  AWS_WEB_IDENTITY_TOKEN_FILE="$WORK/sa-token" AWS_ROLE_ARN=arn:aws:iam::123456789012:role/r \
+  AWS_ENDPOINT_URL_STS=http://127.0.0.1:9 \
+  "$TESSERA" scaler --config "$WORK/amp.yaml" --check 2>"$WORK/err" >"$WORK/out"
+check "sigv4 with an STS that does not answer: warned" \
+  grep -q "warning: prometheus.sigv4: STS AssumeRoleWithWebIdentity at http://127.0.0.1:9" \
+  "$WORK/err"
+check "  and --check still asks (each query failing on the credentials)" \
+  grep -q "prometheus.sigv4: AWS credentials: STS" "$WORK/out"
+
 printf 's3cr3t-t0ken\n' >"$WORK/token"
 config "  bearerTokenFile: $WORK/token
   headers: {X-Scope-OrgID: team-a}" >"$WORK/good.yaml"

@@ -69,7 +69,25 @@ absl::Status ReadPrometheusAccess(const Field& prom, ScalerConfig& c) {
       return basic.Get("username").Error("expected a user name without ':'");
     }
   }
-  const bool authorised = !p.bearer_token_file.empty() || !p.basic_username.empty();
+  if (Field sigv4 = prom.Get("sigv4"); sigv4.present()) {
+    TESSERA_RETURN_IF_ERROR(sigv4.RequireMap());
+    TESSERA_RETURN_IF_ERROR(sigv4.OnlyKeys({"region"}));
+    if (!p.bearer_token_file.empty() || !p.basic_username.empty()) {
+      return sigv4.Error("give one of bearerTokenFile, basicAuth and sigv4");
+    }
+    Field region = sigv4.Get("region");
+    TESSERA_ASSIGN_OR_RETURN(p.sigv4_region, region.String());
+    // AWS region names: lower-case letters, digits and '-' (us-west-2, eu-central-1).
+    if (p.sigv4_region.empty() ||
+        !std::all_of(p.sigv4_region.begin(), p.sigv4_region.end(), [](char ch) {
+          return absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '-';
+        })) {
+      return region.Error(
+          absl::StrCat("expected an AWS region such as us-west-2, found \"", p.sigv4_region, "\""));
+    }
+  }
+  const bool authorised =
+      !p.bearer_token_file.empty() || !p.basic_username.empty() || !p.sigv4_region.empty();
   if (Field headers = prom.Get("headers"); headers.present()) {
     TESSERA_RETURN_IF_ERROR(headers.RequireMap());
     for (auto it = headers.node().begin(); it != headers.node().end(); ++it) {
@@ -79,7 +97,8 @@ absl::Status ReadPrometheusAccess(const Field& prom, ScalerConfig& c) {
         return value.Error(absl::StrCat("\"", name, "\": expected an HTTP header name"));
       }
       if (authorised && absl::EqualsIgnoreCase(name, "Authorization")) {
-        return value.Error("Authorization comes from bearerTokenFile or basicAuth here; give one");
+        return value.Error(
+            "Authorization comes from bearerTokenFile, basicAuth or sigv4 here; give one");
       }
       TESSERA_ASSIGN_OR_RETURN(std::string text, value.String());
       if (text.find_first_of(std::string("\r\n\0", 3)) != std::string::npos) {
@@ -174,7 +193,7 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
   TESSERA_RETURN_IF_ERROR(prom.RequireMap());
   TESSERA_RETURN_IF_ERROR(
       prom.OnlyKeys({"url", "timeout", "pollInterval", "concurrency", "backfill", "backfillTimeout",
-                     "bearerTokenFile", "basicAuth", "headers", "tls"}));
+                     "bearerTokenFile", "basicAuth", "sigv4", "headers", "tls"}));
   std::string& url = c.prometheus.url;
   TESSERA_ASSIGN_OR_RETURN(url, prom.Get("url").String());
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {

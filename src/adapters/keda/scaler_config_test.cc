@@ -192,7 +192,30 @@ TEST(ScalerConfig, PrometheusBehindAuthenticationAndTls) {
               HasSubstr("X-Tenant: a header value must be one line"));
   EXPECT_THAT(err("prometheus:\n  url: http://p\n  bearerTokenFile: /t\n"
                   "  headers: {authorization: Bearer x}\n"),
-              HasSubstr("Authorization comes from bearerTokenFile or basicAuth"));
+              HasSubstr("Authorization comes from bearerTokenFile, basicAuth or sigv4"));
+  // Amazon Managed Service for Prometheus: the workspace's URL, requests signed for a region.
+  c = WithPrometheus(R"(prometheus:
+  url: https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-0a1b2c3d/
+  sigv4: {region: us-west-2}
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->prometheus.url,
+            "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-0a1b2c3d");
+  EXPECT_EQ(c->prometheus.sigv4_region, "us-west-2");
+  EXPECT_TRUE(c->UnreadableFiles().empty());
+  EXPECT_THAT(err("prometheus:\n  url: http://p\n  sigv4: {region: US West}\n"),
+              HasSubstr("s.yaml:5:19: prometheus.sigv4.region: expected an AWS region such as "
+                        "us-west-2, found \"US West\""));
+  EXPECT_THAT(err("prometheus:\n  url: http://p\n  sigv4: {}\n"),
+              HasSubstr("prometheus.sigv4.region"));
+  EXPECT_THAT(err("prometheus:\n  url: http://p\n  sigv4: {region: us-west-2, roleArn: x}\n"),
+              HasSubstr("roleArn"));
+  EXPECT_THAT(err("prometheus:\n  url: http://p\n  bearerTokenFile: /t\n"
+                  "  sigv4: {region: us-west-2}\n"),
+              HasSubstr("prometheus.sigv4: give one of bearerTokenFile, basicAuth and sigv4"));
+  EXPECT_THAT(err("prometheus:\n  url: http://p\n  sigv4: {region: us-west-2}\n"
+                  "  headers: {Authorization: Bearer x}\n"),
+              HasSubstr("Authorization comes from bearerTokenFile, basicAuth or sigv4"));
   EXPECT_THAT(err("prometheus:\n  url: http://p\n  tls: {caFile: /ca}\n"),
               HasSubstr("prometheus.tls: applies to an https:// url only"));
   EXPECT_THAT(err("prometheus:\n  url: https://p\n  tls: {certFile: /c}\n"),

@@ -61,12 +61,13 @@ absl::StatusOr<UrlParts> SplitUrl(const std::string& url) {
 absl::StatusOr<std::string> CanonicalRequest(
     const std::string& method, const std::string& url,
     const std::vector<std::pair<std::string, std::string>>& headers,
-    const std::string& payload_sha256, std::string* signed_headers) {
+    const std::string& payload_sha256, std::string* signed_headers, bool s3) {
   absl::StatusOr<UrlParts> p = SplitUrl(url);
   if (!p.ok()) return p.status();
-  // Canonical URI: each segment URI-encoded once (S3 does not double-encode).
+  // Canonical URI: each segment URI-encoded once for S3, twice for every other service.
   TESSERA_ASSIGN_OR_RETURN(std::string path, UrlUnescape(p->path));
   std::string uri = UrlEscape(path, /*keep_slash=*/true);
+  if (!s3) uri = UrlEscape(uri, /*keep_slash=*/true);
   std::vector<std::pair<std::string, std::string>> params;
   for (absl::string_view kv : absl::StrSplit(p->query, '&', absl::SkipEmpty())) {
     size_t eq = kv.find('=');
@@ -117,7 +118,7 @@ absl::StatusOr<std::vector<std::string>> SignV4(
   if (!c.session_token.empty()) headers.emplace_back("x-amz-security-token", c.session_token);
   std::string signed_headers;
   absl::StatusOr<std::string> canonical =
-      CanonicalRequest(method, url, headers, payload_sha256, &signed_headers);
+      CanonicalRequest(method, url, headers, payload_sha256, &signed_headers, service == "s3");
   if (!canonical.ok()) return canonical.status();
   const std::string scope = absl::StrCat(day, "/", region, "/", service, "/aws4_request");
   const std::string to_sign =
@@ -185,6 +186,21 @@ absl::StatusOr<AwsCredentials> ParseSharedCredentials(const std::string& text,
   return c;
 }
 
+namespace {
+
+// An answer's expiry (RFC 3339, as STS and the container endpoints write it); InfiniteFuture
+// when absent or unreadable (AwsCredentialCache then asks again at every Get).
+absl::Time ParseExpiration(const std::string& text) {
+  absl::Time t;
+  std::string err;
+  if (text.empty() || !absl::ParseTime(absl::RFC3339_full, text, &t, &err)) {
+    return absl::InfiniteFuture();
+  }
+  return t;
+}
+
+}  // namespace
+
 absl::StatusOr<AwsCredentials> ParseContainerCredentials(const std::string& body) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (!j.is_object()) {
@@ -205,6 +221,7 @@ absl::StatusOr<AwsCredentials> ParseContainerCredentials(const std::string& body
     return absl::InvalidArgumentError(
         "container credentials: expected string AccessKeyId and SecretAccessKey");
   }
+  c.expiration = ParseExpiration(text("Expiration"));
   return c;
 }
 
@@ -229,6 +246,8 @@ absl::StatusOr<AwsCredentials> ParseAssumeRoleWithWebIdentity(const std::string&
   c.access_key_id = *id;
   c.secret_access_key = *secret;
   c.session_token = *token;
+  absl::StatusOr<std::string> expiration = XmlText(*creds, "Expiration");
+  c.expiration = ParseExpiration(expiration.ok() ? *expiration : "");
   return c;
 }
 
@@ -262,14 +281,15 @@ absl::StatusOr<AwsCredentials> AskForCredentials(
 
 // IRSA: exchanges the service account's projected token for role credentials.
 absl::StatusOr<AwsCredentials> WebIdentityCredentials(
-    const std::function<std::string(const char*)>& env, const std::string& region) {
+    const std::function<std::string(const char*)>& env, const std::string& region,
+    const std::string& session_name) {
   TESSERA_ASSIGN_OR_RETURN(std::string token, ReadSmallFile("AWS_WEB_IDENTITY_TOKEN_FILE",
                                                             env("AWS_WEB_IDENTITY_TOKEN_FILE")));
   std::string endpoint = env("AWS_ENDPOINT_URL_STS");
   if (endpoint.empty()) endpoint = absl::StrCat("https://sts.", region, ".amazonaws.com");
   while (absl::EndsWith(endpoint, "/")) endpoint.pop_back();
   std::string session = env("AWS_ROLE_SESSION_NAME");
-  if (session.empty()) session = "tessera-node-agent";
+  if (session.empty()) session = session_name;
   HttpRequest req;
   req.method = "POST";
   req.url = endpoint + "/";
@@ -321,6 +341,85 @@ absl::StatusOr<AwsCredentials> ContainerCredentials(
 
 }  // namespace
 
+absl::StatusOr<AwsCredentials> AwsCredentialsFromEnvironment(
+    const std::string& region, const std::string& session_name,
+    const char* (*getenv_fn)(const char*)) {
+  auto env = [getenv_fn](const char* name) -> std::string {
+    const char* v = getenv_fn != nullptr ? getenv_fn(name) : std::getenv(name);
+    return v != nullptr ? std::string(v) : std::string();
+  };
+  AwsCredentials c;
+  c.access_key_id = env("AWS_ACCESS_KEY_ID");
+  c.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
+  c.session_token = env("AWS_SESSION_TOKEN");
+  if (c.access_key_id.empty() != c.secret_access_key.empty()) {
+    return absl::InvalidArgumentError(
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together (or neither)");
+  }
+  if (c.anonymous()) {
+    std::string file = env("AWS_SHARED_CREDENTIALS_FILE");
+    const bool named_file = !file.empty();
+    if (!named_file && !env("HOME").empty()) file = env("HOME") + "/.aws/credentials";
+    std::string profile = env("AWS_PROFILE");
+    const bool named_profile = !profile.empty();
+    if (!named_profile) profile = "default";
+    absl::StatusOr<std::string> text = file.empty()
+                                           ? absl::NotFoundError("no $HOME")
+                                           : ReadSmallFile("AWS_SHARED_CREDENTIALS_FILE", file);
+    if (text.ok()) {
+      absl::StatusOr<AwsCredentials> shared = ParseSharedCredentials(*text, file, profile);
+      if (shared.ok()) {
+        c = *shared;
+      } else if (!absl::IsNotFound(shared.status()) || named_profile) {
+        return shared.status();
+      }
+    } else if (named_file) {
+      return text.status();
+    } else if (named_profile) {
+      return absl::InvalidArgumentError(absl::StrCat("AWS_PROFILE ", profile,
+                                                     ": no shared credentials file (",
+                                                     file.empty() ? "$HOME unset" : file, ")"));
+    }
+  }
+  if (c.anonymous() && !env("AWS_WEB_IDENTITY_TOKEN_FILE").empty() &&
+      !env("AWS_ROLE_ARN").empty()) {
+    TESSERA_ASSIGN_OR_RETURN(c, WebIdentityCredentials(env, region, session_name));
+  }
+  if (c.anonymous() && (!env("AWS_CONTAINER_CREDENTIALS_FULL_URI").empty() ||
+                        !env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI").empty())) {
+    TESSERA_ASSIGN_OR_RETURN(c, ContainerCredentials(env));
+  }
+  return c;
+}
+
+absl::StatusOr<AwsCredentials> AwsCredentialCache::Get(absl::Time now) {
+  MutexLock lock(&mu_);
+  if (kept_.has_value() && now < refresh_at_) return *kept_;
+  absl::StatusOr<AwsCredentials> c =
+      AwsCredentialsFromEnvironment(region_, session_name_, getenv_fn_);
+  if (!c.ok()) {
+    // Asking again failed: what is kept serves until it expires.
+    if (kept_.has_value() && now < kept_->expiration) return *kept_;
+    kept_.reset();
+    return c.status();
+  }
+  if (c->expiration == absl::InfiniteFuture()) {
+    // Keys from the environment or a file: read again next time, so rotation applies at once.
+    kept_.reset();
+    return c;
+  }
+  kept_ = *c;
+  // kRefreshBefore the expiry; for credentials issued with less than twice that left, halfway
+  // there, so that such an endpoint is not asked at every Get.
+  refresh_at_ = std::max(c->expiration - kRefreshBefore, now + (c->expiration - now) / 2);
+  return c;
+}
+
+void AwsCredentialCache::Invalidate() {
+  MutexLock lock(&mu_);
+  kept_.reset();
+}
+
 absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
                                          const char* (*getenv_fn)(const char*)) {
   auto env = [getenv_fn](const char* name) -> std::string {
@@ -363,47 +462,8 @@ absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
     // Custom endpoints (MinIO, s3rver, Ceph) are path-style unless told otherwise.
     loc.path_style = !(force == "false" || force == "0");
   }
-  loc.credentials.access_key_id = env("AWS_ACCESS_KEY_ID");
-  loc.credentials.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
-  loc.credentials.session_token = env("AWS_SESSION_TOKEN");
-  if (loc.credentials.access_key_id.empty() != loc.credentials.secret_access_key.empty()) {
-    return absl::InvalidArgumentError(
-        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together (or neither, for an "
-        "anonymous bucket)");
-  }
-  if (loc.credentials.anonymous()) {
-    std::string file = env("AWS_SHARED_CREDENTIALS_FILE");
-    const bool named_file = !file.empty();
-    if (!named_file && !env("HOME").empty()) file = env("HOME") + "/.aws/credentials";
-    std::string profile = env("AWS_PROFILE");
-    const bool named_profile = !profile.empty();
-    if (!named_profile) profile = "default";
-    absl::StatusOr<std::string> text = file.empty()
-                                           ? absl::NotFoundError("no $HOME")
-                                           : ReadSmallFile("AWS_SHARED_CREDENTIALS_FILE", file);
-    if (text.ok()) {
-      absl::StatusOr<AwsCredentials> c = ParseSharedCredentials(*text, file, profile);
-      if (c.ok()) {
-        loc.credentials = *c;
-      } else if (!absl::IsNotFound(c.status()) || named_profile) {
-        return c.status();
-      }
-    } else if (named_file) {
-      return text.status();
-    } else if (named_profile) {
-      return absl::InvalidArgumentError(absl::StrCat("AWS_PROFILE ", profile,
-                                                     ": no shared credentials file (",
-                                                     file.empty() ? "$HOME unset" : file, ")"));
-    }
-  }
-  if (loc.credentials.anonymous() && !env("AWS_WEB_IDENTITY_TOKEN_FILE").empty() &&
-      !env("AWS_ROLE_ARN").empty()) {
-    TESSERA_ASSIGN_OR_RETURN(loc.credentials, WebIdentityCredentials(env, loc.region));
-  }
-  if (loc.credentials.anonymous() && (!env("AWS_CONTAINER_CREDENTIALS_FULL_URI").empty() ||
-                                      !env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI").empty())) {
-    TESSERA_ASSIGN_OR_RETURN(loc.credentials, ContainerCredentials(env));
-  }
+  TESSERA_ASSIGN_OR_RETURN(
+      loc.credentials, AwsCredentialsFromEnvironment(loc.region, "tessera-node-agent", getenv_fn));
   loc.ca_file = env("AWS_CA_BUNDLE");
   return loc;
 }

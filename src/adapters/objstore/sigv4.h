@@ -1,19 +1,23 @@
-// AWS Signature Version 4 (header auth) for S3 requests, and S3 addressing from the standard
-// environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION /
-// AWS_DEFAULT_REGION, AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3, AWS_S3_FORCE_PATH_STYLE).
-// Nothing here logs; errors never carry a secret.
+// AWS Signature Version 4 (header auth) for S3 requests and other AWS services (Amazon Managed
+// Service for Prometheus, "aps", for the scaler), AWS credentials from the standard environment
+// (AwsCredentialsFromEnvironment, kept until they expire by AwsCredentialCache), and S3
+// addressing from it (AWS_REGION / AWS_DEFAULT_REGION, AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3,
+// AWS_S3_FORCE_PATH_STYLE). Nothing here logs; errors never carry a secret.
 //
 // Example:
 //   std::vector<std::string> h = SignV4("GET", url, {{"range", "bytes=0-9"}}, kEmptySha256,
 //                                       creds, "us-east-1", "s3", now);
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 
 namespace tessera::adapters::objstore {
 
@@ -24,24 +28,30 @@ struct AwsCredentials {
   std::string access_key_id;
   std::string secret_access_key;
   std::string session_token;  // "" unless temporary credentials
+  // When temporary credentials (STS, a container credentials endpoint) stop being valid, as
+  // their answer says; InfiniteFuture for keys from the environment or a file, and for an answer
+  // that gives none.
+  absl::Time expiration = absl::InfiniteFuture();
   bool anonymous() const { return access_key_id.empty(); }
 };
 
 // The headers to send ("Name: value"): Authorization, x-amz-date, x-amz-content-sha256 and
 // x-amz-security-token when there is a session token. `signed_extra` are further headers the
 // request carries and the signature must cover (names lower-case), e.g. range. `url` must be
-// absolute; its host (and port) is signed as `host`.
+// absolute; its host (and port) is signed as `host`. The path is signed as AWS's services other
+// than S3 expect, its escapes encoded once more (`/a%20b` as `/a%2520b`); S3's once.
 absl::StatusOr<std::vector<std::string>> SignV4(
     const std::string& method, const std::string& url,
     const std::vector<std::pair<std::string, std::string>>& signed_extra,
     const std::string& payload_sha256, const AwsCredentials& credentials, const std::string& region,
     const std::string& service, absl::Time now);
 
-// The canonical request of SigV4 step 1 (exposed for tests and error reports).
+// The canonical request of SigV4 step 1 (exposed for tests and error reports); `s3` encodes the
+// path once, as S3 wants, else twice, as every other service does.
 absl::StatusOr<std::string> CanonicalRequest(
     const std::string& method, const std::string& url,
     const std::vector<std::pair<std::string, std::string>>& headers,
-    const std::string& payload_sha256, std::string* signed_headers);
+    const std::string& payload_sha256, std::string* signed_headers, bool s3 = true);
 
 // An S3 source: s3://BUCKET/PREFIX and how to reach it.
 struct S3Location {
@@ -65,26 +75,69 @@ absl::StatusOr<AwsCredentials> ParseSharedCredentials(const std::string& text,
                                                       const std::string& profile);
 
 // The body of a container credentials endpoint (ECS task roles, EKS Pod Identity):
-// {"AccessKeyId", "SecretAccessKey", "Token", "Expiration"}, or {"code", "message"} on error.
+// {"AccessKeyId", "SecretAccessKey", "Token", "Expiration"} (RFC 3339), or {"code", "message"} on
+// error.
 absl::StatusOr<AwsCredentials> ParseContainerCredentials(const std::string& body);
 
 // The credentials in an STS AssumeRoleWithWebIdentity answer (<Credentials> with <AccessKeyId>,
 // <SecretAccessKey>, <SessionToken>), or the <Error>'s code and message.
 absl::StatusOr<AwsCredentials> ParseAssumeRoleWithWebIdentity(const std::string& xml);
 
-// Parses s3://BUCKET/PREFIX and reads the environment via `getenv` (injectable for tests).
-// Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; else the profile
-// AWS_PROFILE (default "default") of the shared credentials file AWS_SHARED_CREDENTIALS_FILE
-// (default $HOME/.aws/credentials; a missing default file or default profile is skipped, a
-// missing named file or profile is an error); else, with AWS_WEB_IDENTITY_TOKEN_FILE and
-// AWS_ROLE_ARN (IRSA), STS AssumeRoleWithWebIdentity at AWS_ENDPOINT_URL_STS or
-// https://sts.REGION.amazonaws.com (session name AWS_ROLE_SESSION_NAME, default
-// "tessera-node-agent"); else, when AWS_CONTAINER_CREDENTIALS_FULL_URI
-// (https, loopback or the ECS / EKS Pod Identity agent addresses) or
-// AWS_CONTAINER_CREDENTIALS_RELATIVE_URI is set, a GET of that endpoint with the Authorization
-// header from AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE or AWS_CONTAINER_AUTHORIZATION_TOKEN (EKS Pod
-// Identity sets these); else anonymous. Read at each call, so rotated credentials are picked up by
-// the next fetch.
+// The credentials the environment gives, read through `getenv_fn` (nullptr: the process's),
+// in the AWS SDKs' order: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; else the
+// profile AWS_PROFILE (default "default") of the shared credentials file
+// AWS_SHARED_CREDENTIALS_FILE (default $HOME/.aws/credentials; a missing default file or default
+// profile is skipped, a missing named file or profile is an error); else, with
+// AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN (IRSA), STS AssumeRoleWithWebIdentity at
+// AWS_ENDPOINT_URL_STS or https://sts.REGION.amazonaws.com (session name AWS_ROLE_SESSION_NAME,
+// default `session_name`); else, when AWS_CONTAINER_CREDENTIALS_FULL_URI (https, loopback or the
+// ECS / EKS Pod Identity agent addresses) or AWS_CONTAINER_CREDENTIALS_RELATIVE_URI is set, a GET
+// of that endpoint with the Authorization header from AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE or
+// AWS_CONTAINER_AUTHORIZATION_TOKEN (EKS Pod Identity sets these); else none (anonymous()).
+// Errors: InvalidArgument or NotFound for what the environment names wrongly (a file that cannot
+// be read, a profile not in it, half of a key pair, an endpoint not allowed), Unavailable when an
+// endpoint does not answer, PermissionDenied when it refuses.
+// Where AwsCredentialsFromEnvironment looks, for a message saying it found nothing.
+inline constexpr char kAwsCredentialSources[] =
+    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a shared credentials file (AWS_PROFILE), IRSA "
+    "(AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE) or EKS Pod Identity "
+    "(AWS_CONTAINER_CREDENTIALS_FULL_URI)";
+absl::StatusOr<AwsCredentials> AwsCredentialsFromEnvironment(
+    const std::string& region, const std::string& session_name,
+    const char* (*getenv_fn)(const char*) = nullptr);
+
+// AwsCredentialsFromEnvironment for a client that signs often (the scaler's queries, several a
+// second): credentials with an expiry (STS's, a container endpoint's) are kept until
+// kRefreshBefore before it (or halfway to it, if that is later), so the endpoints are asked about
+// once an hour rather than once a query; everything else (keys from the environment or a file) is
+// read again at each Get, so rotated keys apply at once. When asking again fails while the kept
+// credentials are still valid, those are used. Thread-safe; one request to an endpoint at a time.
+class AwsCredentialCache {
+ public:
+  AwsCredentialCache(std::string region, std::string session_name,
+                     const char* (*getenv_fn)(const char*) = nullptr)
+      : region_(std::move(region)), session_name_(std::move(session_name)), getenv_fn_(getenv_fn) {}
+  AwsCredentialCache(const AwsCredentialCache&) = delete;
+  AwsCredentialCache& operator=(const AwsCredentialCache&) = delete;
+
+  absl::StatusOr<AwsCredentials> Get(absl::Time now);
+  // Forgets kept credentials (a service answered that they expired or were revoked).
+  void Invalidate();
+  static constexpr absl::Duration kRefreshBefore = absl::Minutes(5);
+
+ private:
+  const std::string region_;
+  const std::string session_name_;
+  const char* (*const getenv_fn_)(const char*);
+  Mutex mu_;
+  std::optional<AwsCredentials> kept_ ABSL_GUARDED_BY(mu_);
+  absl::Time refresh_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+// Parses s3://BUCKET/PREFIX and reads the environment via `getenv_fn` (injectable for tests):
+// the region, endpoint and addressing above, and AwsCredentialsFromEnvironment's credentials
+// (session name "tessera-node-agent"), read at each call, so rotated credentials are picked up
+// by the next fetch.
 absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
                                          const char* (*getenv_fn)(const char*) = nullptr);
 

@@ -267,6 +267,8 @@ TEST(S3Source, ContainerCredentialsEndpoint) {
   EXPECT_EQ(l->credentials.access_key_id, "ASIAPOD");
   EXPECT_EQ(l->credentials.secret_access_key, "podsecret");
   EXPECT_EQ(l->credentials.session_token, "podtoken");
+  // 2026-12-03T06:03:31Z
+  EXPECT_EQ(l->credentials.expiration, absl::FromUnixSeconds(1796277811));
   // A refused token: the endpoint's code and message, never the token.
   TestEnv()["AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"] = "";
   TestEnv()["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = "wrong-token";
@@ -292,6 +294,14 @@ TEST(S3Source, ContainerCredentialsEndpoint) {
   EXPECT_THAT(ParseContainerCredentials(R"({"AccessKeyId": 5})").status().message(),
               HasSubstr("expected string AccessKeyId and SecretAccessKey"));
   EXPECT_FALSE(ParseContainerCredentials("<html>").ok());
+  // No expiry, or one that is not RFC 3339: none (AwsCredentialCache does not keep them).
+  EXPECT_EQ(
+      ParseContainerCredentials(R"({"AccessKeyId": "A", "SecretAccessKey": "s"})")->expiration,
+      absl::InfiniteFuture());
+  EXPECT_EQ(ParseContainerCredentials(
+                R"({"AccessKeyId": "A", "SecretAccessKey": "s", "Expiration": "tomorrow"})")
+                ->expiration,
+            absl::InfiniteFuture());
 }
 
 TEST(S3Source, WebIdentityThroughSts) {
@@ -334,6 +344,8 @@ TEST(S3Source, WebIdentityThroughSts) {
   EXPECT_EQ(l->credentials.access_key_id, "ASIASTS");
   EXPECT_EQ(l->credentials.secret_access_key, "stssecret");
   EXPECT_EQ(l->credentials.session_token, "sts/token+1");
+  // 2026-12-03T06:00:00Z
+  EXPECT_EQ(l->credentials.expiration, absl::FromUnixSeconds(1796277600));
   {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(seen.find("Action")->second, "AssumeRoleWithWebIdentity");
@@ -357,6 +369,124 @@ TEST(S3Source, WebIdentityThroughSts) {
                   .status()
                   .message(),
               HasSubstr("needs AccessKeyId, SecretAccessKey and SessionToken"));
+}
+
+TEST(SigV4, ServicesOtherThanS3SignThePathEncodedTwice) {
+  // AWS: "each path segment must be URI-encoded twice, except for Amazon S3".
+  std::string signed_headers;
+  absl::StatusOr<std::string> s3 = CanonicalRequest("GET", "https://h/ws-1/a%20b/c?x=1", {},
+                                                    kEmptySha256, &signed_headers, true);
+  absl::StatusOr<std::string> aps = CanonicalRequest("GET", "https://h/ws-1/a%20b/c?x=1", {},
+                                                     kEmptySha256, &signed_headers, false);
+  ASSERT_TRUE(s3.ok() && aps.ok());
+  EXPECT_THAT(*s3, HasSubstr("GET\n/ws-1/a%20b/c\nx=1\n"));
+  EXPECT_THAT(*aps, HasSubstr("GET\n/ws-1/a%2520b/c\nx=1\n"));  // the query is encoded once
+  // SignV4 chooses by the service: the same request signs differently for s3 and aps.
+  auto sign = [](const char* service) {
+    absl::StatusOr<std::vector<std::string>> h = SignV4(
+        "GET", "https://h/a%20b", {}, kEmptySha256, kExample, "us-east-1", service, ExampleTime());
+    return h.ok() ? Authorization(*h) : h.status().ToString();
+  };
+  EXPECT_THAT(sign("aps"), HasSubstr("/us-east-1/aps/aws4_request"));
+  EXPECT_NE(sign("s3").substr(sign("s3").find("Signature=")),
+            sign("aps").substr(sign("aps").find("Signature=")));
+}
+
+TEST(AwsCredentialCache, KeepsTemporaryCredentialsUntilJustBeforeTheyExpire) {
+  // A container credentials endpoint (EKS Pod Identity's protocol) that counts its answers and
+  // gives credentials valid for an hour from `issued`, numbered so each answer can be told.
+  std::mutex mu;
+  int asked = 0;
+  bool failing = false;
+  absl::Time issued = absl::FromUnixSeconds(1796968000);  // 2026-12-11T05:46:40Z
+  absl::Duration validity = absl::Hours(1);
+  LocalHttpServer server([&](httplib::Server& srv) {
+    srv.Get("/creds", [&](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu);
+      ++asked;
+      if (failing) {
+        res.status = 500;
+        return;
+      }
+      res.set_content(
+          absl::StrCat(R"({"AccessKeyId": "ASIA)", asked,
+                       R"(", "SecretAccessKey": "s", "Token": "t", "Expiration": ")",
+                       absl::FormatTime(absl::RFC3339_sec, issued + validity, absl::UTCTimeZone()),
+                       R"("})"),
+          "application/json");
+    });
+  });
+  auto answers = [&] {
+    std::lock_guard<std::mutex> l(mu);
+    return asked;
+  };
+  TestEnv() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", server.url("/creds")}};
+  AwsCredentialCache cache("us-west-2", "tessera-test", TestGetenv);
+  const absl::Time t0 = issued;
+  absl::StatusOr<AwsCredentials> c = cache.Get(t0);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->access_key_id, "ASIA1");
+  EXPECT_EQ(c->expiration, t0 + absl::Hours(1));
+  // Kept: a query every 5 s for 54 minutes asks the endpoint no more.
+  for (absl::Duration d = absl::Seconds(5); d < absl::Minutes(55); d += absl::Seconds(5)) {
+    ASSERT_EQ(cache.Get(t0 + d)->access_key_id, "ASIA1");
+  }
+  EXPECT_EQ(answers(), 1);
+  // Five minutes before the expiry, new ones.
+  {
+    std::lock_guard<std::mutex> l(mu);
+    issued = t0 + absl::Minutes(55);
+  }
+  EXPECT_EQ(cache.Get(t0 + absl::Minutes(55))->access_key_id, "ASIA2");
+  EXPECT_EQ(answers(), 2);
+  // The endpoint fails when they are due again: the kept ones serve while valid, and each Get
+  // asks again; once they have expired, the failure shows.
+  {
+    std::lock_guard<std::mutex> l(mu);
+    failing = true;
+  }
+  const absl::Time expiry = t0 + absl::Minutes(115);
+  EXPECT_EQ(cache.Get(expiry - absl::Minutes(4))->access_key_id, "ASIA2");
+  EXPECT_EQ(cache.Get(expiry - absl::Seconds(1))->access_key_id, "ASIA2");
+  EXPECT_EQ(answers(), 4);
+  absl::Status late = cache.Get(expiry).status();
+  EXPECT_EQ(late.code(), absl::StatusCode::kPermissionDenied) << late;
+  EXPECT_THAT(late.message(), HasSubstr("HTTP 500"));
+  // Back, and after Invalidate (a service refused them) asked at once.
+  {
+    std::lock_guard<std::mutex> l(mu);
+    failing = false;
+    issued = expiry;
+  }
+  EXPECT_EQ(cache.Get(expiry + absl::Seconds(1))->access_key_id, "ASIA6");
+  EXPECT_EQ(cache.Get(expiry + absl::Seconds(2))->access_key_id, "ASIA6");
+  cache.Invalidate();
+  EXPECT_EQ(cache.Get(expiry + absl::Seconds(3))->access_key_id, "ASIA7");
+  EXPECT_EQ(answers(), 7);
+  // Credentials issued with 6 minutes left are kept for half of that, not asked for at each Get.
+  const absl::Time t1 = expiry + absl::Minutes(10);
+  {
+    std::lock_guard<std::mutex> l(mu);
+    issued = t1;
+    validity = absl::Minutes(6);
+  }
+  cache.Invalidate();
+  EXPECT_EQ(cache.Get(t1)->access_key_id, "ASIA8");
+  EXPECT_EQ(cache.Get(t1 + absl::Seconds(179))->access_key_id, "ASIA8");
+  EXPECT_EQ(cache.Get(t1 + absl::Seconds(180))->access_key_id, "ASIA9");
+  server.Stop();
+  // Keys from the environment have no expiry and are not kept.
+  TestEnv() = {{"AWS_ACCESS_KEY_ID", "AKID1"}, {"AWS_SECRET_ACCESS_KEY", "s"}};
+  AwsCredentialCache keys("us-west-2", "tessera-test", TestGetenv);
+  EXPECT_EQ(keys.Get(t0)->access_key_id, "AKID1");
+  EXPECT_EQ(keys.Get(t0)->expiration, absl::InfiniteFuture());
+  // Keys from the environment are read at every Get: a changed key applies at once.
+  TestEnv()["AWS_ACCESS_KEY_ID"] = "AKID2";
+  EXPECT_EQ(keys.Get(t0 + absl::Seconds(1))->access_key_id, "AKID2");
+  TestEnv() = {{"AWS_ACCESS_KEY_ID", "AKID1"}};
+  EXPECT_THAT(keys.Get(t0).status().message(), HasSubstr("must be set together"));
+  TestEnv().clear();
+  EXPECT_TRUE(keys.Get(t0)->anonymous());
 }
 
 TEST(S3List, PagesEntitiesAndErrors) {

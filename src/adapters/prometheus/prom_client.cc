@@ -10,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "adapters/io/files.h"
 #include "adapters/io/json_text.h"
+#include "adapters/objstore/sigv4.h"
 #include "base/status.h"
 #include "nlohmann/json.hpp"
 
@@ -166,6 +167,15 @@ absl::StatusOr<std::vector<std::optional<double>>> ParsePromRangeResponse(long h
   return points;
 }
 
+PromClient::PromClient(PromConfig config, const Clock* clock) : config_(std::move(config)) {
+  static const RealClock real_clock;
+  clock_ = clock != nullptr ? clock : &real_clock;
+  if (!config_.sigv4_region.empty()) {
+    aws_ = std::make_shared<objstore::AwsCredentialCache>(config_.sigv4_region, "tessera-scaler",
+                                                          config_.getenv_fn);
+  }
+}
+
 absl::StatusOr<HttpResponse> PromClient::Get(const std::string& path, const std::string& params,
                                              int timeout_ms,
                                              const std::atomic<bool>* cancel) const {
@@ -184,8 +194,27 @@ absl::StatusOr<HttpResponse> PromClient::Get(const std::string& path, const std:
                              Secret("basic-auth password", config_.basic_password_file));
     req.headers.push_back("Authorization: Basic " +
                           absl::Base64Escape(config_.basic_username + ":" + password));
+  } else if (aws_ != nullptr) {
+    // Errors name where the credentials were looked for, never a key.
+    const absl::Time now = clock_->Now();
+    absl::StatusOr<objstore::AwsCredentials> creds = aws_->Get(now);
+    if (!creds.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("prometheus.sigv4: AWS credentials: ", creds.status().message()));
+    }
+    if (creds->anonymous()) {
+      return absl::UnavailableError(
+          absl::StrCat("prometheus.sigv4: no AWS credentials in the environment (expected ",
+                       objstore::kAwsCredentialSources, ")"));
+    }
+    TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> signature,
+                             objstore::SignV4("GET", req.url, {}, objstore::kEmptySha256, *creds,
+                                              config_.sigv4_region, "aps", now));
+    req.headers.insert(req.headers.end(), signature.begin(), signature.end());
   }
   absl::StatusOr<HttpResponse> r = Fetch(req);
+  // Expired or revoked credentials: ask for new ones next time rather than wait for their expiry.
+  if (r.ok() && r->status == 403 && aws_ != nullptr) aws_->Invalidate();
   if (!r.ok()) {
     // A transport failure is the same for every query: name the endpoint, not the escaped query,
     // so that one unreachable Prometheus reads as one problem (the scaler logs each once).

@@ -20,7 +20,10 @@
 // Mimir/Cortex, a reverse proxy): a bearer token from a file read before every query (a
 // projected service-account token rotates), or basic auth with the password in a file; extra
 // headers (e.g. Mimir's tenant header X-Scope-OrgID); TLS with a private CA or a client
-// certificate.
+// certificate; or, for Amazon Managed Service for Prometheus, every request signed with AWS
+// Signature Version 4 (service "aps") with the credentials the environment gives (keys, a
+// profile, IRSA or EKS Pod Identity; objstore::AwsCredentialsFromEnvironment), kept until they
+// expire. A 403 answer drops the kept credentials, so the next query asks for new ones.
 //
 // Example:
 //   PromClient prom({.url = "http://127.0.0.1:9090", .timeout_ms = 2000});
@@ -29,6 +32,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,8 +40,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "adapters/net/http_client.h"
+#include "base/clock.h"
 
 namespace tessera::adapters {
+namespace objstore {
+class AwsCredentialCache;
+}
 
 struct PromConfig {
   std::string url;  // http(s)://host:port[/prefix]
@@ -48,6 +56,11 @@ struct PromConfig {
   std::string basic_password_file;
   std::vector<std::string> headers;  // extra "Name: value" lines
   TlsOptions tls;
+  // Sign every request with SigV4 for Amazon Managed Service for Prometheus in this region; ""
+  // = off. Credentials come from the environment, read through `getenv_fn` (nullptr: the
+  // process's; tests give their own).
+  std::string sigv4_region;
+  const char* (*getenv_fn)(const char*) = nullptr;
 };
 
 struct PromValue {
@@ -68,7 +81,9 @@ class PromClient {
  public:
   static constexpr int64_t kMaxRangePoints = 10000;
 
-  explicit PromClient(PromConfig config) : config_(std::move(config)) {}
+  // `clock` (nullptr: the wall clock) dates SigV4 signatures and the credentials' expiry; it
+  // must outlive the client.
+  explicit PromClient(PromConfig config, const Clock* clock = nullptr);
   absl::StatusOr<PromValue> Query(const std::string& promql) const;
   // `count` steps from `start` (both kept to milliseconds, as Prometheus does). Once *cancel is
   // set, a request in flight stops within about a second (Cancelled) and no further one is sent.
@@ -82,6 +97,9 @@ class PromClient {
                                    int timeout_ms, const std::atomic<bool>* cancel = nullptr) const;
 
   PromConfig config_;
+  const Clock* clock_;
+  // With sigv4_region; shared by copies of this client.
+  std::shared_ptr<objstore::AwsCredentialCache> aws_;
 };
 
 // Parses a /api/v1/query response body (exposed for tests).

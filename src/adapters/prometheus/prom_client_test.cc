@@ -10,9 +10,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +23,7 @@
 #include "adapters/net/test_certs.h"
 #include "adapters/net/test_http_server.h"
 #include "adapters/prometheus/test_slow_range.h"
+#include "base/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -490,6 +494,138 @@ TEST(PromClient, HttpsWithAPrivateCaAndAClientCertificate) {
   PromConfig skip = untrusted;  // insecureSkipVerify: the server is not checked
   skip.tls.insecure_skip_verify = true;
   EXPECT_TRUE(PromClient(skip).Query("up").ok());
+}
+
+std::map<std::string, std::string>& PromAwsEnv() {
+  static std::map<std::string, std::string> env;
+  return env;
+}
+const char* PromAwsGetenv(const char* name) {
+  auto it = PromAwsEnv().find(name);
+  return it == PromAwsEnv().end() ? nullptr : it->second.c_str();
+}
+
+// Amazon Managed Service for Prometheus: a workspace's query URL, every request signed with
+// SigV4 for "aps". The signature is checked against curl's own SigV4 signer (--aws-sigv4) over
+// the same request, date and credentials.
+TEST(PromClient, SigV4ForAmazonManagedPrometheusAgreesWithCurlsSigner) {
+  std::mutex mu;
+  std::vector<std::pair<std::string, httplib::Headers>> seen;
+  int refuse = 0;  // answer this many more queries with 403, as AMP does to expired credentials
+  auto record = [&](const httplib::Request& req, httplib::Response& res, const char* body) {
+    std::lock_guard<std::mutex> l(mu);
+    seen.emplace_back(req.target, req.headers);
+    if (refuse > 0) {
+      --refuse;
+      res.status = 403;
+      res.set_content(R"({"message":"The security token included in the request is expired"})",
+                      "application/json");
+      return;
+    }
+    res.set_content(body, "application/json");
+  };
+  testing::LocalHttpServer amp([&](httplib::Server& s) {
+    s.Get(
+        "/workspaces/ws-1/api/v1/query",
+        [&](const httplib::Request& req, httplib::Response& res) { record(req, res, kSeventeen); });
+    s.Get("/workspaces/ws-1/api/v1/query_range",
+          [&](const httplib::Request& req, httplib::Response& res) {
+            record(req, res, R"({"status":"success","data":{"resultType":"matrix","result":[]}})");
+          });
+  });
+  auto last = [&] {
+    std::lock_guard<std::mutex> l(mu);
+    return seen.back();
+  };
+  auto header = [](const httplib::Headers& h, const std::string& name) {
+    auto it = h.find(name);
+    return it == h.end() ? std::string() : it->second;
+  };
+  PromAwsEnv() = {{"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
+                  {"AWS_SECRET_ACCESS_KEY", "se/cret+key"},
+                  {"AWS_SESSION_TOKEN", "tok/en+1"}};
+  PromConfig c = Plain(amp.url("/workspaces/ws-1"));
+  c.sigv4_region = "us-west-2";
+  c.getenv_fn = PromAwsGetenv;
+  SimulatedClock clock(absl::FromUnixSeconds(1796968000));  // 2026-12-11T05:46:40Z
+  PromClient client(c, &clock);
+  absl::StatusOr<PromValue> v =
+      client.Query(R"(sum(vllm:num_requests_waiting{model_name="chat small"}))");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->value, 17);
+  const auto [target, headers] = last();
+  EXPECT_EQ(header(headers, "X-Amz-Date"), "20261211T054640Z");
+  EXPECT_EQ(header(headers, "X-Amz-Security-Token"), "tok/en+1");
+  const std::string ours = header(headers, "Authorization");
+  EXPECT_THAT(ours, HasSubstr("Credential=AKIDEXAMPLE/20261211/us-west-2/aps/aws4_request"));
+
+  // curl signs the same request with the same date (it keeps a given X-Amz-Date).
+  const std::string cmd = absl::StrCat(
+      "curl -sf -o /dev/null --aws-sigv4 aws:amz:us-west-2:aps --user 'AKIDEXAMPLE:se/cret+key' "
+      "-H 'X-Amz-Date: 20261211T054640Z' -H 'x-amz-content-sha256: ",
+      header(headers, "X-Amz-Content-Sha256"), "' -H 'x-amz-security-token: tok/en+1' '",
+      amp.url(target), "'");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::string theirs = header(last().second, "Authorization");
+  ASSERT_NE(ours.find("Signature="), std::string::npos) << ours;
+  EXPECT_THAT(theirs, HasSubstr(ours.substr(ours.find("Signature="))))
+      << "curl: " << theirs << "\nours: " << ours;
+  EXPECT_THAT(theirs, HasSubstr("SignedHeaders=host;x-amz-content-sha256;x-amz-date;"
+                                "x-amz-security-token"));
+
+  // Range queries are signed too, dated by the clock.
+  clock.Advance(absl::Minutes(1));
+  ASSERT_TRUE(client.QueryRange("up", absl::FromUnixSeconds(1000), absl::Seconds(5), 3).ok());
+  EXPECT_EQ(header(last().second, "X-Amz-Date"), "20261211T054740Z");
+  EXPECT_THAT(header(last().second, "Authorization"), HasSubstr("/us-west-2/aps/aws4_request"));
+
+  // No credentials anywhere: nothing is sent, and the error says where they were looked for.
+  PromAwsEnv().clear();
+  const size_t sent = seen.size();
+  absl::Status none = client.Query("up").status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(none.message(), HasSubstr("prometheus.sigv4: no AWS credentials"));
+  EXPECT_THAT(none.message(), HasSubstr("AWS_WEB_IDENTITY_TOKEN_FILE"));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_EQ(seen.size(), sent);
+  }
+
+  // EKS Pod Identity: the agent is asked once, not per query; a 403 from the workspace makes
+  // the next query ask it again.
+  int asked = 0;
+  testing::LocalHttpServer agent([&](httplib::Server& s) {
+    s.Get("/v1/credentials", [&](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu);
+      ++asked;
+      res.set_content(absl::StrCat(R"({"AccessKeyId": "ASIAPOD)", asked,
+                                   R"(", "SecretAccessKey": "p", "Token": "t",)",
+                                   R"( "Expiration": "2026-12-11T11:46:40Z"})"),
+                      "application/json");
+    });
+  });
+  PromAwsEnv() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", agent.url("/v1/credentials")}};
+  auto agent_answers = [&] {
+    std::lock_guard<std::mutex> l(mu);
+    return asked;
+  };
+  for (int i = 0; i < 5; ++i) {
+    clock.Advance(absl::Seconds(5));
+    ASSERT_TRUE(client.Query("up").ok());
+  }
+  EXPECT_EQ(agent_answers(), 1);
+  EXPECT_THAT(header(last().second, "Authorization"), HasSubstr("Credential=ASIAPOD1/"));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    refuse = 1;
+  }
+  absl::Status refused = client.Query("up").status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("403"));
+  ASSERT_TRUE(client.Query("up").ok());
+  EXPECT_EQ(agent_answers(), 2);
+  EXPECT_THAT(header(last().second, "Authorization"), HasSubstr("Credential=ASIAPOD2/"));
+  PromAwsEnv().clear();
 }
 
 }  // namespace
