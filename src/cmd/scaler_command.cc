@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "adapters/io/files.h"
 #include "adapters/keda/scaler.h"
+#include "adapters/net/cloud_tokens.h"
 #include "adapters/objstore/sigv4.h"
 #include "cmd/metrics_endpoint.h"
 #include "cmd/signals.h"
@@ -50,6 +51,40 @@ class RecordingSource final : public adapters::MetricSource {
   mutable std::mutex mu_;
   std::map<std::string, absl::StatusOr<adapters::PromValue>> answers_;
 };
+
+// The cloud credentials the config asks for (sigv4, googleWorkloadIdentity,
+// azureWorkloadIdentity), asked for once at start. What the environment lacks or names wrongly is
+// an error: the scaler stops. An endpoint that does not answer now (STS, the Pod Identity agent,
+// the metadata server, Entra ID) is a warning only: queries fail, and the scaler keeps its safe
+// behaviour, until it answers.
+absl::Status CheckCloudCredentials(const adapters::PromConfig& p) {
+  std::string field;
+  absl::Status found;
+  if (!p.sigv4_region.empty()) {
+    field = "prometheus.sigv4";
+    absl::StatusOr<adapters::objstore::AwsCredentials> aws =
+        adapters::objstore::AwsCredentialsFromEnvironment(p.sigv4_region, "tessera-scaler");
+    if (aws.ok() && aws->anonymous()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": no AWS credentials in the environment (expected ",
+                       adapters::objstore::kAwsCredentialSources, ")"));
+    }
+    found = aws.status();
+  } else if (p.cloud_identity.has_value()) {
+    const bool google = *p.cloud_identity == adapters::CloudIdentity::kGoogle;
+    field = google ? "prometheus.googleWorkloadIdentity" : "prometheus.azureWorkloadIdentity";
+    RealClock clock;
+    found = adapters::FetchCloudToken(*p.cloud_identity, p.cloud_scope, clock.Now()).status();
+  }
+  if (absl::IsInvalidArgument(found) || absl::IsNotFound(found)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", found.message()));
+  }
+  if (!found.ok()) {
+    std::cerr << absl::StrCat("tessera scaler: warning: ", field, ": ", found.message(),
+                              " (queries fail until this answers)\n");
+  }
+  return absl::OkStatus();
+}
 
 // One poll, printed: every query of every service with Prometheus' answer, then the decision
 // the scaler would serve first.
@@ -173,25 +208,8 @@ int RunScaler(const ScalerFlags& flags) {
   if (std::vector<std::string> bad = config->UnreadableFiles(); !bad.empty()) {
     return Fail(absl::StrCat(flags.config_file, ": cannot read ", absl::StrJoin(bad, "; ")));
   }
-  if (const std::string& region = config->prometheus.sigv4_region; !region.empty()) {
-    // What the environment names wrongly stops the scaler here. An endpoint that does not answer
-    // now (STS, the Pod Identity agent) does not: queries fail, and the scaler keeps its safe
-    // behaviour, until it does.
-    absl::StatusOr<adapters::objstore::AwsCredentials> aws =
-        adapters::objstore::AwsCredentialsFromEnvironment(region, "tessera-scaler");
-    if (aws.ok() && aws->anonymous()) {
-      return Fail(absl::StrCat(flags.config_file,
-                               ": prometheus.sigv4: no AWS credentials in the environment "
-                               "(expected ",
-                               adapters::objstore::kAwsCredentialSources, ")"));
-    }
-    if (absl::IsInvalidArgument(aws.status()) || absl::IsNotFound(aws.status())) {
-      return Fail(absl::StrCat(flags.config_file, ": prometheus.sigv4: ", aws.status().message()));
-    }
-    if (!aws.ok()) {
-      std::cerr << absl::StrCat("tessera scaler: warning: prometheus.sigv4: ",
-                                aws.status().message(), " (queries fail until this answers)\n");
-    }
+  if (absl::Status s = CheckCloudCredentials(config->prometheus); !s.ok()) {
+    return Fail(absl::StrCat(flags.config_file, ": ", s.message()));
   }
   if (flags.check) return Check(flags.config_file, *config);
   adapters::PromSource source(config->prometheus);

@@ -78,6 +78,24 @@ check "sigv4 with an STS that does not answer: warned" \
 check "  and --check still asks (each query failing on the credentials)" \
   grep -q "prometheus.sigv4: AWS credentials: STS" "$WORK/out"
 
+# Azure Monitor and Google Cloud: a token from the pod's cloud identity. Azure's variables
+# missing stop the scaler; a metadata server that does not answer only warns.
+config "  azureWorkloadIdentity: {}" >"$WORK/azure.yaml"
+env -u AZURE_TENANT_ID -u AZURE_CLIENT_ID -u AZURE_FEDERATED_TOKEN_FILE \
+  "$TESSERA" scaler --config "$WORK/azure.yaml" --listen 127.0.0.1:0 2>"$WORK/err" >/dev/null
+check "azureWorkloadIdentity without its environment: exit 1" test $? = 1
+check "  naming the variables" \
+  grep -q "azure.yaml: prometheus.azureWorkloadIdentity: .*AZURE_TENANT_ID, AZURE_CLIENT_ID" \
+  "$WORK/err"
+config "  googleWorkloadIdentity: {}" >"$WORK/google.yaml"
+GCE_METADATA_HOST=127.0.0.1:9 \
+  "$TESSERA" scaler --config "$WORK/google.yaml" --check 2>"$WORK/err" >"$WORK/out"
+check "googleWorkloadIdentity with no metadata server: warned" \
+  grep -q "warning: prometheus.googleWorkloadIdentity: the GKE metadata server at 127.0.0.1:9" \
+  "$WORK/err"
+check "  and each query fails on the token" \
+  grep -q "error: prometheus.googleWorkloadIdentity: the GKE metadata server" "$WORK/out"
+
 printf 's3cr3t-t0ken\n' >"$WORK/token"
 config "  bearerTokenFile: $WORK/token
   headers: {X-Scope-OrgID: team-a}" >"$WORK/good.yaml"

@@ -1,5 +1,6 @@
 // libFuzzer target: `tessera scaler`'s untrusted inputs and its policy. Prometheus answers
-// (ParsePromResponse and ParsePromRangeResponse, under any HTTP status) and scaler configs
+// (ParsePromResponse and ParsePromRangeResponse, under any HTTP status), cloud identity token
+// answers (ParseCloudTokenAnswer) and scaler configs
 // (DecodeScalerConfig) return a value or a Status for any input, never crash or hang; what they
 // accept keeps its documented promises (a value is a finite number; every decoded service's policy
 // validates). Then the policy itself, on signals decoded from the same bytes, keeps its own: the
@@ -15,6 +16,7 @@
 
 #include "absl/time/time.h"
 #include "adapters/keda/scaler_config.h"
+#include "adapters/net/cloud_tokens.h"
 #include "adapters/prometheus/prom_client.h"
 #include "autoscale/policy.h"
 
@@ -131,6 +133,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<std::vector<std::optional<double>>> range =
       ParsePromRangeResponse(status, text, absl::FromUnixSeconds(1000), absl::Seconds(10), count);
   if (range.ok() && static_cast<int64_t>(range->size()) != count) __builtin_trap();
+  // A cloud identity's token answer: a token that expires after `now`, or an error.
+  const absl::Time now = absl::FromUnixSeconds(1796968000);
+  absl::StatusOr<AccessToken> token =
+      ParseCloudTokenAnswer("fuzz", size > 2 && data[2] % 8 == 0 ? 401 : 200, text, now);
+  if (token.ok() && (token->token.empty() || token->expiration <= now)) __builtin_trap();
   absl::StatusOr<ScalerConfig> c = DecodeScalerConfig("fuzz.yaml", text);
   if (c.ok()) {
     for (const ServiceConfig& s : c->services) {

@@ -72,9 +72,6 @@ absl::Status ReadPrometheusAccess(const Field& prom, ScalerConfig& c) {
   if (Field sigv4 = prom.Get("sigv4"); sigv4.present()) {
     TESSERA_RETURN_IF_ERROR(sigv4.RequireMap());
     TESSERA_RETURN_IF_ERROR(sigv4.OnlyKeys({"region"}));
-    if (!p.bearer_token_file.empty() || !p.basic_username.empty()) {
-      return sigv4.Error("give one of bearerTokenFile, basicAuth and sigv4");
-    }
     Field region = sigv4.Get("region");
     TESSERA_ASSIGN_OR_RETURN(p.sigv4_region, region.String());
     // AWS region names: lower-case letters, digits and '-' (us-west-2, eu-central-1).
@@ -86,8 +83,38 @@ absl::Status ReadPrometheusAccess(const Field& prom, ScalerConfig& c) {
           absl::StrCat("expected an AWS region such as us-west-2, found \"", p.sigv4_region, "\""));
     }
   }
-  const bool authorised =
-      !p.bearer_token_file.empty() || !p.basic_username.empty() || !p.sigv4_region.empty();
+  if (Field google = prom.Get("googleWorkloadIdentity"); google.present()) {
+    TESSERA_RETURN_IF_ERROR(google.RequireMap());
+    TESSERA_RETURN_IF_ERROR(google.OnlyKeys({}));
+    p.cloud_identity = CloudIdentity::kGoogle;
+  }
+  if (Field azure = prom.Get("azureWorkloadIdentity"); azure.present()) {
+    TESSERA_RETURN_IF_ERROR(azure.RequireMap());
+    TESSERA_RETURN_IF_ERROR(azure.OnlyKeys({"scope"}));
+    TESSERA_ASSIGN_OR_RETURN(p.cloud_scope, azure.Get("scope").StringOr(kAzurePrometheusScope));
+    if (p.cloud_scope.empty() || p.cloud_scope.find_first_of(" \t\r\n") != std::string::npos) {
+      return azure.Get("scope").Error(
+          absl::StrCat("expected one OAuth scope such as ", kAzurePrometheusScope));
+    }
+    p.cloud_identity = CloudIdentity::kAzure;
+  }
+  // One source of credentials: each sets the Authorization header (or signs the request). (Both
+  // bearerTokenFile and basicAuth were refused above, with their own message.)
+  {
+    std::vector<std::string> given;
+    for (const char* key : {"bearerTokenFile", "basicAuth", "sigv4", "googleWorkloadIdentity",
+                            "azureWorkloadIdentity"}) {
+      if (prom.Get(key).present()) given.push_back(key);
+    }
+    if (given.size() > 1) {
+      return prom.Get(given[1]).Error(
+          absl::StrCat("give one of bearerTokenFile, basicAuth, sigv4, googleWorkloadIdentity and "
+                       "azureWorkloadIdentity; found ",
+                       given[0], " too"));
+    }
+  }
+  const bool authorised = !p.bearer_token_file.empty() || !p.basic_username.empty() ||
+                          !p.sigv4_region.empty() || p.cloud_identity.has_value();
   if (Field headers = prom.Get("headers"); headers.present()) {
     TESSERA_RETURN_IF_ERROR(headers.RequireMap());
     for (auto it = headers.node().begin(); it != headers.node().end(); ++it) {
@@ -98,7 +125,8 @@ absl::Status ReadPrometheusAccess(const Field& prom, ScalerConfig& c) {
       }
       if (authorised && absl::EqualsIgnoreCase(name, "Authorization")) {
         return value.Error(
-            "Authorization comes from bearerTokenFile, basicAuth or sigv4 here; give one");
+            "Authorization comes from the credentials given here (bearerTokenFile, basicAuth, "
+            "sigv4, googleWorkloadIdentity or azureWorkloadIdentity); give one");
       }
       TESSERA_ASSIGN_OR_RETURN(std::string text, value.String());
       if (text.find_first_of(std::string("\r\n\0", 3)) != std::string::npos) {
@@ -193,7 +221,8 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
   TESSERA_RETURN_IF_ERROR(prom.RequireMap());
   TESSERA_RETURN_IF_ERROR(
       prom.OnlyKeys({"url", "timeout", "pollInterval", "concurrency", "backfill", "backfillTimeout",
-                     "bearerTokenFile", "basicAuth", "sigv4", "headers", "tls"}));
+                     "bearerTokenFile", "basicAuth", "sigv4", "googleWorkloadIdentity",
+                     "azureWorkloadIdentity", "headers", "tls"}));
   std::string& url = c.prometheus.url;
   TESSERA_ASSIGN_OR_RETURN(url, prom.Get("url").String());
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {

@@ -192,7 +192,7 @@ TEST(ScalerConfig, PrometheusBehindAuthenticationAndTls) {
               HasSubstr("X-Tenant: a header value must be one line"));
   EXPECT_THAT(err("prometheus:\n  url: http://p\n  bearerTokenFile: /t\n"
                   "  headers: {authorization: Bearer x}\n"),
-              HasSubstr("Authorization comes from bearerTokenFile, basicAuth or sigv4"));
+              HasSubstr("Authorization comes from the credentials given here"));
   // Amazon Managed Service for Prometheus: the workspace's URL, requests signed for a region.
   c = WithPrometheus(R"(prometheus:
   url: https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-0a1b2c3d/
@@ -212,10 +212,42 @@ TEST(ScalerConfig, PrometheusBehindAuthenticationAndTls) {
               HasSubstr("roleArn"));
   EXPECT_THAT(err("prometheus:\n  url: http://p\n  bearerTokenFile: /t\n"
                   "  sigv4: {region: us-west-2}\n"),
-              HasSubstr("prometheus.sigv4: give one of bearerTokenFile, basicAuth and sigv4"));
+              HasSubstr("s.yaml:6:10: prometheus.sigv4: give one of bearerTokenFile, basicAuth, "
+                        "sigv4, googleWorkloadIdentity and azureWorkloadIdentity; found "
+                        "bearerTokenFile too"));
+  // Google Cloud Managed Service for Prometheus and Azure Monitor: a token from the pod's
+  // cloud identity.
+  c = WithPrometheus(R"(prometheus:
+  url: https://monitoring.googleapis.com/v1/projects/my-project/location/global/prometheus
+  googleWorkloadIdentity: {}
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->prometheus.cloud_identity, CloudIdentity::kGoogle);
+  c = WithPrometheus(R"(prometheus:
+  url: https://my-workspace-a1b2.eastus.prometheus.monitor.azure.com
+  azureWorkloadIdentity: {}
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->prometheus.cloud_identity, CloudIdentity::kAzure);
+  EXPECT_EQ(c->prometheus.cloud_scope, "https://prometheus.monitor.azure.com/.default");
+  c = WithPrometheus(R"(prometheus:
+  url: https://w.chinaeast2.prometheus.monitor.azure.cn
+  azureWorkloadIdentity: {scope: "https://prometheus.monitor.azure.cn/.default"}
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->prometheus.cloud_scope, "https://prometheus.monitor.azure.cn/.default");
+  EXPECT_THAT(err("prometheus:\n  url: http://p\n  googleWorkloadIdentity: {}\n"
+                  "  azureWorkloadIdentity: {}\n"),
+              HasSubstr("prometheus.azureWorkloadIdentity: give one of"));
+  EXPECT_THAT(err("prometheus:\n  url: http://p\n  googleWorkloadIdentity: {project: x}\n"),
+              HasSubstr("project"));
+  EXPECT_THAT(err("prometheus:\n  url: http://p\n  googleWorkloadIdentity: true\n"),
+              HasSubstr("prometheus.googleWorkloadIdentity"));
+  EXPECT_THAT(err("prometheus:\n  url: http://p\n  azureWorkloadIdentity: {scope: 'a b'}\n"),
+              HasSubstr("prometheus.azureWorkloadIdentity.scope: expected one OAuth scope"));
   EXPECT_THAT(err("prometheus:\n  url: http://p\n  sigv4: {region: us-west-2}\n"
                   "  headers: {Authorization: Bearer x}\n"),
-              HasSubstr("Authorization comes from bearerTokenFile, basicAuth or sigv4"));
+              HasSubstr("Authorization comes from the credentials given here"));
   EXPECT_THAT(err("prometheus:\n  url: http://p\n  tls: {caFile: /ca}\n"),
               HasSubstr("prometheus.tls: applies to an https:// url only"));
   EXPECT_THAT(err("prometheus:\n  url: https://p\n  tls: {certFile: /c}\n"),

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "adapters/net/cloud_tokens.h"
 #include "adapters/net/http_client.h"
 #include "adapters/objstore/s3_list.h"
 #include "adapters/objstore/verify.h"
@@ -409,9 +410,7 @@ absl::StatusOr<AwsCredentials> AwsCredentialCache::Get(absl::Time now) {
     return c;
   }
   kept_ = *c;
-  // kRefreshBefore the expiry; for credentials issued with less than twice that left, halfway
-  // there, so that such an endpoint is not asked at every Get.
-  refresh_at_ = std::max(c->expiration - kRefreshBefore, now + (c->expiration - now) / 2);
+  refresh_at_ = RefreshTime(now, c->expiration);
   return c;
 }
 

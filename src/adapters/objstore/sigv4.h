@@ -107,11 +107,12 @@ absl::StatusOr<AwsCredentials> AwsCredentialsFromEnvironment(
     const char* (*getenv_fn)(const char*) = nullptr);
 
 // AwsCredentialsFromEnvironment for a client that signs often (the scaler's queries, several a
-// second): credentials with an expiry (STS's, a container endpoint's) are kept until
-// kRefreshBefore before it (or halfway to it, if that is later), so the endpoints are asked about
-// once an hour rather than once a query; everything else (keys from the environment or a file) is
-// read again at each Get, so rotated keys apply at once. When asking again fails while the kept
-// credentials are still valid, those are used. Thread-safe; one request to an endpoint at a time.
+// second): credentials with an expiry (STS's, a container endpoint's) are kept until RefreshTime
+// (adapters/net/cloud_tokens.h: 5 minutes before it, or halfway there), so the endpoints are
+// asked about once an hour rather than once a query; everything else (keys from the environment or
+// a file) is read again at each Get, so rotated keys apply at once. When asking again fails while
+// the kept credentials are still valid, those are used. Thread-safe; one request to an endpoint at
+// a time.
 class AwsCredentialCache {
  public:
   AwsCredentialCache(std::string region, std::string session_name,
@@ -123,7 +124,6 @@ class AwsCredentialCache {
   absl::StatusOr<AwsCredentials> Get(absl::Time now);
   // Forgets kept credentials (a service answered that they expired or were revoked).
   void Invalidate();
-  static constexpr absl::Duration kRefreshBefore = absl::Minutes(5);
 
  private:
   const std::string region_;

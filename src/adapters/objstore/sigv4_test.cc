@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "adapters/net/http_client.h"
+#include "adapters/net/test_env.h"
 #include "adapters/net/test_http_server.h"
 #include "adapters/objstore/fetcher.h"
 #include "adapters/objstore/s3_list.h"
@@ -23,6 +24,8 @@
 namespace tessera::adapters::objstore {
 namespace {
 
+using ::tessera::adapters::testing::FakeEnvironment;
+using ::tessera::adapters::testing::FakeGetenv;
 using ::tessera::adapters::testing::LocalHttpServer;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -173,15 +176,6 @@ TEST(S3Source, AddressingFromTheEnvironment) {
   EXPECT_FALSE(ParseS3Source("http://x/y", FakeEnv).ok());
 }
 
-std::map<std::string, std::string>& TestEnv() {
-  static std::map<std::string, std::string> env;
-  return env;
-}
-const char* TestGetenv(const char* name) {
-  auto it = TestEnv().find(name);
-  return it == TestEnv().end() ? nullptr : it->second.c_str();
-}
-
 TEST(S3Source, SharedCredentialsFileAndProfile) {
   const std::string dir = ::testing::TempDir() + "/aws-shared-creds";
   std::filesystem::create_directories(dir);
@@ -190,34 +184,34 @@ TEST(S3Source, SharedCredentialsFileAndProfile) {
                          "aws_secret_access_key = s3cr3t/default\n\n[models]\n"
                          "aws_access_key_id=AKIDMODELS\naws_secret_access_key=s3cr3t+models\n"
                          "aws_session_token = tok\n";
-  TestEnv() = {{"AWS_SHARED_CREDENTIALS_FILE", path}};
-  absl::StatusOr<S3Location> l = ParseS3Source("s3://bucket/m/", TestGetenv);
+  FakeEnvironment() = {{"AWS_SHARED_CREDENTIALS_FILE", path}};
+  absl::StatusOr<S3Location> l = ParseS3Source("s3://bucket/m/", FakeGetenv);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->credentials.access_key_id, "AKIDDEFAULT");
   EXPECT_EQ(l->credentials.secret_access_key, "s3cr3t/default");
-  TestEnv()["AWS_PROFILE"] = "models";
-  l = ParseS3Source("s3://bucket/m/", TestGetenv);
+  FakeEnvironment()["AWS_PROFILE"] = "models";
+  l = ParseS3Source("s3://bucket/m/", FakeGetenv);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->credentials.access_key_id, "AKIDMODELS");
   EXPECT_EQ(l->credentials.session_token, "tok");
   // The variables win over the file.
-  TestEnv()["AWS_ACCESS_KEY_ID"] = "AKIDENV";
-  TestEnv()["AWS_SECRET_ACCESS_KEY"] = "envsecret";
-  l = ParseS3Source("s3://bucket/m/", TestGetenv);
+  FakeEnvironment()["AWS_ACCESS_KEY_ID"] = "AKIDENV";
+  FakeEnvironment()["AWS_SECRET_ACCESS_KEY"] = "envsecret";
+  l = ParseS3Source("s3://bucket/m/", FakeGetenv);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->credentials.access_key_id, "AKIDENV");
   // A named profile or file that is not there is an error; the default ones mean anonymous.
-  TestEnv() = {{"AWS_SHARED_CREDENTIALS_FILE", path}, {"AWS_PROFILE", "nope"}};
-  EXPECT_THAT(ParseS3Source("s3://bucket/m/", TestGetenv).status().message(),
+  FakeEnvironment() = {{"AWS_SHARED_CREDENTIALS_FILE", path}, {"AWS_PROFILE", "nope"}};
+  EXPECT_THAT(ParseS3Source("s3://bucket/m/", FakeGetenv).status().message(),
               HasSubstr("no profile [nope]"));
-  TestEnv() = {{"AWS_SHARED_CREDENTIALS_FILE", dir + "/missing"}};
-  EXPECT_THAT(ParseS3Source("s3://bucket/m/", TestGetenv).status().message(),
+  FakeEnvironment() = {{"AWS_SHARED_CREDENTIALS_FILE", dir + "/missing"}};
+  EXPECT_THAT(ParseS3Source("s3://bucket/m/", FakeGetenv).status().message(),
               HasSubstr("cannot be read"));
-  TestEnv() = {{"HOME", dir}};  // no $HOME/.aws/credentials
-  l = ParseS3Source("s3://bucket/m/", TestGetenv);
+  FakeEnvironment() = {{"HOME", dir}};  // no $HOME/.aws/credentials
+  l = ParseS3Source("s3://bucket/m/", FakeGetenv);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_TRUE(l->credentials.anonymous());
-  TestEnv().clear();
+  FakeEnvironment().clear();
 }
 
 TEST(S3Source, SharedCredentialsErrorsAreLocatedAndQuoteNoSecret) {
@@ -256,9 +250,9 @@ TEST(S3Source, ContainerCredentialsEndpoint) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/token") << "eyJ.pod.token\n";
   const std::string uri = server.url("/v1/credentials");
-  TestEnv() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", uri},
-               {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", dir + "/token"}};
-  absl::StatusOr<S3Location> l = ParseS3Source("s3://bucket/m/", TestGetenv);
+  FakeEnvironment() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", uri},
+                       {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", dir + "/token"}};
+  absl::StatusOr<S3Location> l = ParseS3Source("s3://bucket/m/", FakeGetenv);
   ASSERT_TRUE(l.ok()) << l.status();
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -270,27 +264,27 @@ TEST(S3Source, ContainerCredentialsEndpoint) {
   // 2026-12-03T06:03:31Z
   EXPECT_EQ(l->credentials.expiration, absl::FromUnixSeconds(1796277811));
   // A refused token: the endpoint's code and message, never the token.
-  TestEnv()["AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"] = "";
-  TestEnv()["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = "wrong-token";
-  absl::Status s = ParseS3Source("s3://bucket/m/", TestGetenv).status();
+  FakeEnvironment()["AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"] = "";
+  FakeEnvironment()["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = "wrong-token";
+  absl::Status s = ParseS3Source("s3://bucket/m/", FakeGetenv).status();
   EXPECT_THAT(s.message(), HasSubstr("HTTP 403"));
   EXPECT_THAT(s.message(), HasSubstr("AccessDeniedException: bad token"));
   EXPECT_THAT(s.message(), Not(HasSubstr("wrong-token")));
   server.Stop();
   // Plain HTTP only to loopback or the agents' addresses; an unreadable token file is named.
-  TestEnv() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.1.2.3/creds"}};
-  EXPECT_THAT(ParseS3Source("s3://bucket/m/", TestGetenv).status().message(),
+  FakeEnvironment() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.1.2.3/creds"}};
+  EXPECT_THAT(ParseS3Source("s3://bucket/m/", FakeGetenv).status().message(),
               HasSubstr("expected https, a loopback address"));
-  TestEnv() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", uri},
-               {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", dir + "/missing"}};
-  EXPECT_THAT(ParseS3Source("s3://bucket/m/", TestGetenv).status().message(),
+  FakeEnvironment() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", uri},
+                       {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", dir + "/missing"}};
+  EXPECT_THAT(ParseS3Source("s3://bucket/m/", FakeGetenv).status().message(),
               HasSubstr("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"));
   // The keys in the environment win: no endpoint is asked.
-  TestEnv() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.1.2.3/creds"},
-               {"AWS_ACCESS_KEY_ID", "AKID"},
-               {"AWS_SECRET_ACCESS_KEY", "s"}};
-  EXPECT_TRUE(ParseS3Source("s3://bucket/m/", TestGetenv).ok());
-  TestEnv().clear();
+  FakeEnvironment() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.1.2.3/creds"},
+                       {"AWS_ACCESS_KEY_ID", "AKID"},
+                       {"AWS_SECRET_ACCESS_KEY", "s"}};
+  EXPECT_TRUE(ParseS3Source("s3://bucket/m/", FakeGetenv).ok());
+  FakeEnvironment().clear();
   EXPECT_THAT(ParseContainerCredentials(R"({"AccessKeyId": 5})").status().message(),
               HasSubstr("expected string AccessKeyId and SecretAccessKey"));
   EXPECT_FALSE(ParseContainerCredentials("<html>").ok());
@@ -336,10 +330,10 @@ TEST(S3Source, WebIdentityThroughSts) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/token") << "eyJ.sa.token\n";
   std::ofstream(dir + "/old") << "eyJ.expired\n";
-  TestEnv() = {{"AWS_WEB_IDENTITY_TOKEN_FILE", dir + "/token"},
-               {"AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/models-reader"},
-               {"AWS_ENDPOINT_URL_STS", sts.url()}};
-  absl::StatusOr<S3Location> l = ParseS3Source("s3://bucket/m/", TestGetenv);
+  FakeEnvironment() = {{"AWS_WEB_IDENTITY_TOKEN_FILE", dir + "/token"},
+                       {"AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/models-reader"},
+                       {"AWS_ENDPOINT_URL_STS", sts.url()}};
+  absl::StatusOr<S3Location> l = ParseS3Source("s3://bucket/m/", FakeGetenv);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->credentials.access_key_id, "ASIASTS");
   EXPECT_EQ(l->credentials.secret_access_key, "stssecret");
@@ -354,16 +348,16 @@ TEST(S3Source, WebIdentityThroughSts) {
     EXPECT_EQ(seen.find("RoleSessionName")->second, "tessera-node-agent");
   }
   // STS's refusal: its code and message, not the token.
-  TestEnv()["AWS_WEB_IDENTITY_TOKEN_FILE"] = dir + "/old";
-  absl::Status s = ParseS3Source("s3://bucket/m/", TestGetenv).status();
+  FakeEnvironment()["AWS_WEB_IDENTITY_TOKEN_FILE"] = dir + "/old";
+  absl::Status s = ParseS3Source("s3://bucket/m/", FakeGetenv).status();
   EXPECT_THAT(s.message(), HasSubstr("HTTP 400"));
   EXPECT_THAT(s.message(), HasSubstr("InvalidIdentityToken: Token expired"));
   EXPECT_THAT(s.message(), Not(HasSubstr("eyJ.expired")));
   sts.Stop();
-  TestEnv()["AWS_WEB_IDENTITY_TOKEN_FILE"] = dir + "/missing";
-  EXPECT_THAT(ParseS3Source("s3://bucket/m/", TestGetenv).status().message(),
+  FakeEnvironment()["AWS_WEB_IDENTITY_TOKEN_FILE"] = dir + "/missing";
+  EXPECT_THAT(ParseS3Source("s3://bucket/m/", FakeGetenv).status().message(),
               HasSubstr("AWS_WEB_IDENTITY_TOKEN_FILE"));
-  TestEnv().clear();
+  FakeEnvironment().clear();
   EXPECT_THAT(ParseAssumeRoleWithWebIdentity("<Credentials><AccessKeyId>A</AccessKeyId>"
                                              "</Credentials>")
                   .status()
@@ -420,8 +414,8 @@ TEST(AwsCredentialCache, KeepsTemporaryCredentialsUntilJustBeforeTheyExpire) {
     std::lock_guard<std::mutex> l(mu);
     return asked;
   };
-  TestEnv() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", server.url("/creds")}};
-  AwsCredentialCache cache("us-west-2", "tessera-test", TestGetenv);
+  FakeEnvironment() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", server.url("/creds")}};
+  AwsCredentialCache cache("us-west-2", "tessera-test", FakeGetenv);
   const absl::Time t0 = issued;
   absl::StatusOr<AwsCredentials> c = cache.Get(t0);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -476,16 +470,16 @@ TEST(AwsCredentialCache, KeepsTemporaryCredentialsUntilJustBeforeTheyExpire) {
   EXPECT_EQ(cache.Get(t1 + absl::Seconds(180))->access_key_id, "ASIA9");
   server.Stop();
   // Keys from the environment have no expiry and are not kept.
-  TestEnv() = {{"AWS_ACCESS_KEY_ID", "AKID1"}, {"AWS_SECRET_ACCESS_KEY", "s"}};
-  AwsCredentialCache keys("us-west-2", "tessera-test", TestGetenv);
+  FakeEnvironment() = {{"AWS_ACCESS_KEY_ID", "AKID1"}, {"AWS_SECRET_ACCESS_KEY", "s"}};
+  AwsCredentialCache keys("us-west-2", "tessera-test", FakeGetenv);
   EXPECT_EQ(keys.Get(t0)->access_key_id, "AKID1");
   EXPECT_EQ(keys.Get(t0)->expiration, absl::InfiniteFuture());
   // Keys from the environment are read at every Get: a changed key applies at once.
-  TestEnv()["AWS_ACCESS_KEY_ID"] = "AKID2";
+  FakeEnvironment()["AWS_ACCESS_KEY_ID"] = "AKID2";
   EXPECT_EQ(keys.Get(t0 + absl::Seconds(1))->access_key_id, "AKID2");
-  TestEnv() = {{"AWS_ACCESS_KEY_ID", "AKID1"}};
+  FakeEnvironment() = {{"AWS_ACCESS_KEY_ID", "AKID1"}};
   EXPECT_THAT(keys.Get(t0).status().message(), HasSubstr("must be set together"));
-  TestEnv().clear();
+  FakeEnvironment().clear();
   EXPECT_TRUE(keys.Get(t0)->anonymous());
 }
 

@@ -174,6 +174,10 @@ PromClient::PromClient(PromConfig config, const Clock* clock) : config_(std::mov
     aws_ = std::make_shared<objstore::AwsCredentialCache>(config_.sigv4_region, "tessera-scaler",
                                                           config_.getenv_fn);
   }
+  if (config_.cloud_identity.has_value()) {
+    cloud_ = std::make_shared<CloudTokenCache>(*config_.cloud_identity, config_.cloud_scope,
+                                               config_.getenv_fn);
+  }
 }
 
 absl::StatusOr<HttpResponse> PromClient::Get(const std::string& path, const std::string& params,
@@ -211,10 +215,23 @@ absl::StatusOr<HttpResponse> PromClient::Get(const std::string& path, const std:
                              objstore::SignV4("GET", req.url, {}, objstore::kEmptySha256, *creds,
                                               config_.sigv4_region, "aps", now));
     req.headers.insert(req.headers.end(), signature.begin(), signature.end());
+  } else if (cloud_ != nullptr) {
+    absl::StatusOr<std::string> token = cloud_->Get(clock_->Now());
+    if (!token.ok()) {
+      return absl::UnavailableError(absl::StrCat("prometheus.",
+                                                 *config_.cloud_identity == CloudIdentity::kGoogle
+                                                     ? "googleWorkloadIdentity"
+                                                     : "azureWorkloadIdentity",
+                                                 ": ", token.status().message()));
+    }
+    req.headers.push_back("Authorization: Bearer " + *token);
   }
   absl::StatusOr<HttpResponse> r = Fetch(req);
   // Expired or revoked credentials: ask for new ones next time rather than wait for their expiry.
-  if (r.ok() && r->status == 403 && aws_ != nullptr) aws_->Invalidate();
+  if (r.ok() && (r->status == 401 || r->status == 403)) {
+    if (aws_ != nullptr) aws_->Invalidate();
+    if (cloud_ != nullptr) cloud_->Invalidate();
+  }
   if (!r.ok()) {
     // A transport failure is the same for every query: name the endpoint, not the escaped query,
     // so that one unreachable Prometheus reads as one problem (the scaler logs each once).

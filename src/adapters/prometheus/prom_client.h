@@ -20,10 +20,13 @@
 // Mimir/Cortex, a reverse proxy): a bearer token from a file read before every query (a
 // projected service-account token rotates), or basic auth with the password in a file; extra
 // headers (e.g. Mimir's tenant header X-Scope-OrgID); TLS with a private CA or a client
-// certificate; or, for Amazon Managed Service for Prometheus, every request signed with AWS
-// Signature Version 4 (service "aps") with the credentials the environment gives (keys, a
-// profile, IRSA or EKS Pod Identity; objstore::AwsCredentialsFromEnvironment), kept until they
-// expire. A 403 answer drops the kept credentials, so the next query asks for new ones.
+// certificate. For the clouds' managed Prometheus services, credentials from the pod's cloud
+// identity, kept until shortly before they expire: for Amazon Managed Service for Prometheus,
+// every request signed with AWS Signature Version 4 (service "aps") with the credentials the
+// environment gives (keys, a profile, IRSA or EKS Pod Identity;
+// objstore::AwsCredentialsFromEnvironment); for Google Cloud's and Azure Monitor's, a bearer
+// token from GKE Workload Identity or Microsoft Entra Workload ID (CloudTokenCache). A 401 or 403
+// answer drops what is kept, so the next query asks for new credentials.
 //
 // Example:
 //   PromClient prom({.url = "http://127.0.0.1:9090", .timeout_ms = 2000});
@@ -39,6 +42,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "adapters/net/cloud_tokens.h"
 #include "adapters/net/http_client.h"
 #include "base/clock.h"
 
@@ -60,7 +64,11 @@ struct PromConfig {
   // = off. Credentials come from the environment, read through `getenv_fn` (nullptr: the
   // process's; tests give their own).
   std::string sigv4_region;
-  const char* (*getenv_fn)(const char*) = nullptr;
+  // Send a bearer token from the pod's cloud identity (CloudTokenCache); nullopt = off. Azure
+  // asks for `cloud_scope`.
+  std::optional<CloudIdentity> cloud_identity;
+  std::string cloud_scope = kAzurePrometheusScope;
+  const char* (*getenv_fn)(const char*) = nullptr;  // for all of the above
 };
 
 struct PromValue {
@@ -98,8 +106,9 @@ class PromClient {
 
   PromConfig config_;
   const Clock* clock_;
-  // With sigv4_region; shared by copies of this client.
+  // With sigv4_region or cloud_identity; shared by copies of this client.
   std::shared_ptr<objstore::AwsCredentialCache> aws_;
+  std::shared_ptr<CloudTokenCache> cloud_;
 };
 
 // Parses a /api/v1/query response body (exposed for tests).

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "adapters/net/test_certs.h"
+#include "adapters/net/test_env.h"
 #include "adapters/net/test_http_server.h"
 #include "adapters/prometheus/test_slow_range.h"
 #include "base/clock.h"
@@ -496,15 +497,6 @@ TEST(PromClient, HttpsWithAPrivateCaAndAClientCertificate) {
   EXPECT_TRUE(PromClient(skip).Query("up").ok());
 }
 
-std::map<std::string, std::string>& PromAwsEnv() {
-  static std::map<std::string, std::string> env;
-  return env;
-}
-const char* PromAwsGetenv(const char* name) {
-  auto it = PromAwsEnv().find(name);
-  return it == PromAwsEnv().end() ? nullptr : it->second.c_str();
-}
-
 // Amazon Managed Service for Prometheus: a workspace's query URL, every request signed with
 // SigV4 for "aps". The signature is checked against curl's own SigV4 signer (--aws-sigv4) over
 // the same request, date and credentials.
@@ -541,12 +533,12 @@ TEST(PromClient, SigV4ForAmazonManagedPrometheusAgreesWithCurlsSigner) {
     auto it = h.find(name);
     return it == h.end() ? std::string() : it->second;
   };
-  PromAwsEnv() = {{"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
-                  {"AWS_SECRET_ACCESS_KEY", "se/cret+key"},
-                  {"AWS_SESSION_TOKEN", "tok/en+1"}};
+  testing::FakeEnvironment() = {{"AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"},
+                                {"AWS_SECRET_ACCESS_KEY", "se/cret+key"},
+                                {"AWS_SESSION_TOKEN", "tok/en+1"}};
   PromConfig c = Plain(amp.url("/workspaces/ws-1"));
   c.sigv4_region = "us-west-2";
-  c.getenv_fn = PromAwsGetenv;
+  c.getenv_fn = testing::FakeGetenv;
   SimulatedClock clock(absl::FromUnixSeconds(1796968000));  // 2026-12-11T05:46:40Z
   PromClient client(c, &clock);
   absl::StatusOr<PromValue> v =
@@ -580,7 +572,7 @@ TEST(PromClient, SigV4ForAmazonManagedPrometheusAgreesWithCurlsSigner) {
   EXPECT_THAT(header(last().second, "Authorization"), HasSubstr("/us-west-2/aps/aws4_request"));
 
   // No credentials anywhere: nothing is sent, and the error says where they were looked for.
-  PromAwsEnv().clear();
+  testing::FakeEnvironment().clear();
   const size_t sent = seen.size();
   absl::Status none = client.Query("up").status();
   EXPECT_EQ(none.code(), absl::StatusCode::kUnavailable);
@@ -604,7 +596,8 @@ TEST(PromClient, SigV4ForAmazonManagedPrometheusAgreesWithCurlsSigner) {
                       "application/json");
     });
   });
-  PromAwsEnv() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", agent.url("/v1/credentials")}};
+  testing::FakeEnvironment() = {
+      {"AWS_CONTAINER_CREDENTIALS_FULL_URI", agent.url("/v1/credentials")}};
   auto agent_answers = [&] {
     std::lock_guard<std::mutex> l(mu);
     return asked;
@@ -625,7 +618,74 @@ TEST(PromClient, SigV4ForAmazonManagedPrometheusAgreesWithCurlsSigner) {
   ASSERT_TRUE(client.Query("up").ok());
   EXPECT_EQ(agent_answers(), 2);
   EXPECT_THAT(header(last().second, "Authorization"), HasSubstr("Credential=ASIAPOD2/"));
-  PromAwsEnv().clear();
+  testing::FakeEnvironment().clear();
+}
+
+// Google Cloud Managed Service for Prometheus with GKE Workload Identity: a bearer token from
+// the metadata server, asked for once for many queries and again after a 401.
+TEST(PromClient, BearerTokenFromTheCloudIdentityKeptAndRenewedOnRefusal) {
+  std::mutex mu;
+  int issued = 0;
+  std::string auth;
+  bool refuse = false;
+  testing::LocalHttpServer metadata([&](httplib::Server& s) {
+    s.Get("/computeMetadata/v1/instance/service-accounts/default/token",
+          [&](const httplib::Request&, httplib::Response& res) {
+            std::lock_guard<std::mutex> l(mu);
+            ++issued;
+            res.set_content(absl::StrCat(R"({"access_token":"ya29.t)", issued,
+                                         R"(","expires_in":3599,"token_type":"Bearer"})"),
+                            "application/json");
+          });
+  });
+  testing::LocalHttpServer gmp([&](httplib::Server& s) {
+    s.Get("/v1/projects/p/location/global/prometheus/api/v1/query",
+          [&](const httplib::Request& req, httplib::Response& res) {
+            std::lock_guard<std::mutex> l(mu);
+            auth = req.get_header_value("Authorization");
+            if (refuse) {
+              refuse = false;
+              res.status = 401;
+              return;
+            }
+            res.set_content(kSeventeen, "application/json");
+          });
+  });
+  auto seen = [&] {
+    std::lock_guard<std::mutex> l(mu);
+    return absl::StrCat(issued, " ", auth);
+  };
+  testing::FakeEnvironment() = {{"GCE_METADATA_HOST", absl::StrCat("127.0.0.1:", metadata.port())}};
+  PromConfig c = Plain(gmp.url("/v1/projects/p/location/global/prometheus"));
+  c.cloud_identity = CloudIdentity::kGoogle;
+  c.getenv_fn = testing::FakeGetenv;
+  SimulatedClock clock(absl::FromUnixSeconds(1796968000));
+  PromClient client(c, &clock);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(client.Query("up").ok());
+    clock.Advance(absl::Seconds(5));
+  }
+  EXPECT_EQ(seen(), "1 Bearer ya29.t1");
+  {
+    std::lock_guard<std::mutex> l(mu);
+    refuse = true;
+  }
+  EXPECT_THAT(client.Query("up").status().message(), HasSubstr("HTTP 401"));
+  ASSERT_TRUE(client.Query("up").ok());
+  EXPECT_EQ(seen(), "2 Bearer ya29.t2");
+  // No metadata server: the query is not sent, and the error names the field and the server.
+  metadata.Stop();
+  client.Query("up").IgnoreError();  // (the kept token still serves: no refusal has dropped it)
+  {
+    std::lock_guard<std::mutex> l(mu);
+    refuse = true;
+  }
+  client.Query("up").IgnoreError();  // 401: dropped
+  absl::Status none = client.Query("up").status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(none.message(),
+              HasSubstr("prometheus.googleWorkloadIdentity: the GKE metadata server at"));
+  testing::FakeEnvironment().clear();
 }
 
 }  // namespace

@@ -1,0 +1,91 @@
+// OAuth 2 access tokens for a pod's cloud identity, so that the scaler can query a managed
+// Prometheus that takes a bearer token from the cloud's identity service rather than from a file:
+//
+//   kGoogle  Google Cloud Managed Service for Prometheus, with GKE Workload Identity (or a VM's
+//            service account): GET http://HOST/computeMetadata/v1/instance/service-accounts/
+//            default/token with `Metadata-Flavor: Google`, HOST being GCE_METADATA_HOST or
+//            metadata.google.internal; the answer is {"access_token", "expires_in", "token_type"}.
+//   kAzure   Azure Monitor managed service for Prometheus, with Microsoft Entra Workload ID (what
+//            AKS's workload identity webhook injects): POST AUTHORITY TENANT/oauth2/v2.0/token,
+//            AUTHORITY being AZURE_AUTHORITY_HOST or https://login.microsoftonline.com/, TENANT
+//            AZURE_TENANT_ID, form client_id=AZURE_CLIENT_ID, scope, grant_type=client_credentials
+//            and the service account token of AZURE_FEDERATED_TOKEN_FILE (read at each request, as
+//            the kubelet rotates it) as a jwt-bearer client_assertion; the answer is
+//            {"access_token", "expires_in", "token_type"}, or {"error", "error_description"}.
+//
+// CloudTokenCache keeps a token until shortly before it expires (RefreshTime). Errors name the
+// endpoint and what it answered, never a token.
+//
+// Example:
+//   CloudTokenCache tokens(CloudIdentity::kGoogle);
+//   absl::StatusOr<std::string> t = tokens.Get(clock.Now());  // "Authorization: Bearer " + *t
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/mutex.h"
+
+namespace tessera::adapters {
+
+enum class CloudIdentity { kGoogle, kAzure };
+
+// The scope asked for on Azure unless the config names another (Azure Monitor workspaces in the
+// public cloud).
+inline constexpr char kAzurePrometheusScope[] = "https://prometheus.monitor.azure.com/.default";
+
+// When a credential fetched at `now` that expires at `expiration` should be fetched again:
+// kRefreshBefore before its expiry, or halfway there when it was issued with less than twice
+// that left (so an endpoint that hands out short-lived ones is not asked at every use).
+inline constexpr absl::Duration kRefreshBefore = absl::Minutes(5);
+absl::Time RefreshTime(absl::Time now, absl::Time expiration);
+
+struct AccessToken {
+  std::string token;
+  absl::Time expiration;
+};
+
+// An endpoint's answer: {"access_token", "expires_in", "token_type"} as both give it (expires_in
+// in seconds from `now`, a number, or a string as Entra's v1 endpoint wrote it; token_type Bearer
+// or absent), or for a status other than 200 PermissionDenied with the answer's "error" and the
+// first line of its "error_description". `what` names the endpoint in errors (exposed for tests
+// and the fuzzer).
+absl::StatusOr<AccessToken> ParseCloudTokenAnswer(const std::string& what, long status,
+                                                  const std::string& body, absl::Time now);
+
+// One token from the identity's endpoint, dated from `now` (expires_in is relative). What the
+// environment lacks (a variable, a readable token file) is InvalidArgument naming it; an
+// endpoint that does not answer is Unavailable; one that refuses is PermissionDenied with its
+// error and description.
+absl::StatusOr<AccessToken> FetchCloudToken(CloudIdentity identity, const std::string& scope,
+                                            absl::Time now,
+                                            const char* (*getenv_fn)(const char*) = nullptr);
+
+// FetchCloudToken, kept until RefreshTime; when fetching again fails while the kept token is
+// still valid, that one serves. Thread-safe; one request to the endpoint at a time.
+class CloudTokenCache {
+ public:
+  explicit CloudTokenCache(CloudIdentity identity, std::string scope = kAzurePrometheusScope,
+                           const char* (*getenv_fn)(const char*) = nullptr)
+      : identity_(identity), scope_(std::move(scope)), getenv_fn_(getenv_fn) {}
+  CloudTokenCache(const CloudTokenCache&) = delete;
+  CloudTokenCache& operator=(const CloudTokenCache&) = delete;
+
+  absl::StatusOr<std::string> Get(absl::Time now);
+  // Forgets the kept token (the service answered 401 or 403).
+  void Invalidate();
+
+ private:
+  const CloudIdentity identity_;
+  const std::string scope_;
+  const char* (*const getenv_fn_)(const char*);
+  Mutex mu_;
+  std::optional<AccessToken> kept_ ABSL_GUARDED_BY(mu_);
+  absl::Time refresh_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+}  // namespace tessera::adapters
