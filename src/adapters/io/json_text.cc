@@ -46,4 +46,10 @@ std::string QuoteJson(const nlohmann::json& v) {
   return text;
 }
 
+std::string JsonString(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 }  // namespace tessera::adapters

@@ -27,4 +27,9 @@ size_t JsonDepth(absl::string_view text);
 // a character boundary), arrays and objects by kind and size, never walked.
 std::string QuoteJson(const nlohmann::json& v);
 
+// The string at `key` of an object; "" when `object` is not an object or the member is missing or
+// not a string (json::value() would throw on a member of another type, and a body is whatever
+// the other end sent).
+std::string JsonString(const nlohmann::json& object, const char* key);
+
 }  // namespace tessera::adapters

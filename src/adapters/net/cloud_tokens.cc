@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "adapters/io/files.h"
+#include "adapters/io/json_text.h"
 #include "adapters/net/http_client.h"
 #include "base/status.h"
 #include "nlohmann/json.hpp"
@@ -18,11 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string StringAt(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 }  // namespace
 
 absl::StatusOr<AccessToken> ParseCloudTokenAnswer(const std::string& what, long status,
@@ -31,8 +26,8 @@ absl::StatusOr<AccessToken> ParseCloudTokenAnswer(const std::string& what, long 
   if (status != 200) {
     std::string detail;
     if (j.is_object()) {
-      detail = StringAt(j, "error");
-      if (std::string d = StringAt(j, "error_description"); !d.empty()) {
+      detail = JsonString(j, "error");
+      if (std::string d = JsonString(j, "error_description"); !d.empty()) {
         // Entra's descriptions run to several lines with trace ids: the first says what is wrong.
         absl::StrAppend(&detail, detail.empty() ? "" : ": ", d.substr(0, d.find_first_of("\r\n")));
       }
@@ -42,7 +37,7 @@ absl::StatusOr<AccessToken> ParseCloudTokenAnswer(const std::string& what, long 
   }
   if (!j.is_object()) return absl::InvalidArgumentError(what + ": the answer is not a JSON object");
   AccessToken t;
-  t.token = StringAt(j, "access_token");
+  t.token = JsonString(j, "access_token");
   double seconds = -1;
   if (auto it = j.find("expires_in"); it != j.end()) {
     if (it->is_number()) {
@@ -51,7 +46,7 @@ absl::StatusOr<AccessToken> ParseCloudTokenAnswer(const std::string& what, long 
       seconds = std::strtod(it->get<std::string>().c_str(), nullptr);
     }
   }
-  const std::string type = StringAt(j, "token_type");
+  const std::string type = JsonString(j, "token_type");
   if (t.token.empty() || !(seconds >= 1 && seconds < 1e7) ||
       (!type.empty() && !absl::EqualsIgnoreCase(type, "Bearer"))) {
     return absl::InvalidArgumentError(
@@ -61,19 +56,15 @@ absl::StatusOr<AccessToken> ParseCloudTokenAnswer(const std::string& what, long 
   return t;
 }
 
-namespace {
+namespace {}  // namespace
 
-absl::StatusOr<std::string> ReadTokenFile(const std::string& var, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(var, " ", path, ": cannot be read"));
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string token(absl::StripAsciiWhitespace(text.str()));
-  if (token.empty()) return absl::InvalidArgumentError(absl::StrCat(var, " ", path, ": is empty"));
-  return token;
+absl::StatusOr<std::string> ReadCredentialFile(const std::string& var, const std::string& path) {
+  absl::StatusOr<std::string> text = ReadSecretFile(path);
+  if (!text.ok())
+    return absl::InvalidArgumentError(absl::StrCat(var, " ", text.status().message()));
+  if (text->empty()) return absl::InvalidArgumentError(absl::StrCat(var, " ", path, ": is empty"));
+  return text;
 }
-
-}  // namespace
 
 absl::Time RefreshTime(absl::Time now, absl::Time expiration) {
   return std::max(expiration - kRefreshBefore, now + (expiration - now) / 2);
@@ -108,7 +99,7 @@ absl::StatusOr<AccessToken> FetchCloudToken(CloudIdentity identity, const std::s
           "names a client id)");
     }
     TESSERA_ASSIGN_OR_RETURN(std::string assertion,
-                             ReadTokenFile("AZURE_FEDERATED_TOKEN_FILE", file));
+                             ReadCredentialFile("AZURE_FEDERATED_TOKEN_FILE", file));
     std::string authority = env("AZURE_AUTHORITY_HOST");
     if (authority.empty()) authority = "https://login.microsoftonline.com/";
     if (!absl::EndsWith(authority, "/")) authority += "/";

@@ -49,6 +49,11 @@ struct AccessToken {
   absl::Time expiration;
 };
 
+// The credential file an environment variable names (ReadSecretFile: whitespace around it
+// dropped); InvalidArgument naming the variable and the path when it cannot be read or is empty,
+// never quoting it. E.g. "AZURE_FEDERATED_TOKEN_FILE /var/run/x/token: no such file".
+absl::StatusOr<std::string> ReadCredentialFile(const std::string& var, const std::string& path);
+
 // An endpoint's answer: {"access_token", "expires_in", "token_type"} as both give it (expires_in
 // in seconds from `now`, a number, or a string as Entra's v1 endpoint wrote it; token_type Bearer
 // or absent), or for a status other than 200 PermissionDenied with the answer's "error" and the

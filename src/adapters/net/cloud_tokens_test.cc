@@ -164,7 +164,7 @@ TEST(CloudTokens, AzureWorkloadIdentityExchangesTheServiceAccountToken) {
       FetchCloudToken(CloudIdentity::kAzure, kAzurePrometheusScope, kNow, testing::FakeGetenv)
           .status()
           .message(),
-      HasSubstr("AZURE_FEDERATED_TOKEN_FILE " + dir + "/missing: cannot be read"));
+      HasSubstr("AZURE_FEDERATED_TOKEN_FILE " + dir + "/missing: no such file"));
   testing::FakeEnvironment().clear();
   std::filesystem::remove_all(dir);
 }

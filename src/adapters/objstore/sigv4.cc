@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -16,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "adapters/io/json_text.h"
 #include "adapters/net/cloud_tokens.h"
 #include "adapters/net/http_client.h"
 #include "adapters/objstore/s3_list.h"
@@ -207,9 +206,7 @@ absl::StatusOr<AwsCredentials> ParseContainerCredentials(const std::string& body
   if (!j.is_object()) {
     return absl::InvalidArgumentError("container credentials: the answer is not a JSON object");
   }
-  auto text = [&j](const char* key) {
-    return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
-  };
+  auto text = [&j](const char* key) { return JsonString(j, key); };
   if (!text("code").empty() || !text("message").empty()) {
     return absl::PermissionDeniedError(
         absl::StrCat("container credentials: ", text("code"), ": ", text("message")));
@@ -254,14 +251,6 @@ absl::StatusOr<AwsCredentials> ParseAssumeRoleWithWebIdentity(const std::string&
 
 namespace {
 
-absl::StatusOr<std::string> ReadSmallFile(const std::string& var, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(var, " ", path, ": cannot be read"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return std::string(absl::StripAsciiWhitespace(text.str()));
-}
-
 // Sends `req` to a credentials endpoint and reads its answer with `parse`; `what` names the
 // endpoint in errors (which carry its status and error text, never what was sent).
 absl::StatusOr<AwsCredentials> AskForCredentials(
@@ -284,8 +273,9 @@ absl::StatusOr<AwsCredentials> AskForCredentials(
 absl::StatusOr<AwsCredentials> WebIdentityCredentials(
     const std::function<std::string(const char*)>& env, const std::string& region,
     const std::string& session_name) {
-  TESSERA_ASSIGN_OR_RETURN(std::string token, ReadSmallFile("AWS_WEB_IDENTITY_TOKEN_FILE",
-                                                            env("AWS_WEB_IDENTITY_TOKEN_FILE")));
+  TESSERA_ASSIGN_OR_RETURN(
+      std::string token,
+      ReadCredentialFile("AWS_WEB_IDENTITY_TOKEN_FILE", env("AWS_WEB_IDENTITY_TOKEN_FILE")));
   std::string endpoint = env("AWS_ENDPOINT_URL_STS");
   if (endpoint.empty()) endpoint = absl::StrCat("https://sts.", region, ".amazonaws.com");
   while (absl::EndsWith(endpoint, "/")) endpoint.pop_back();
@@ -333,7 +323,8 @@ absl::StatusOr<AwsCredentials> ContainerCredentials(
   req.timeout_ms = 5000;
   std::string token = env("AWS_CONTAINER_AUTHORIZATION_TOKEN");
   if (std::string file = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"); !file.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(token, ReadSmallFile("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", file));
+    TESSERA_ASSIGN_OR_RETURN(token,
+                             ReadCredentialFile("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", file));
   }
   if (!token.empty()) req.headers.push_back("Authorization: " + token);
   return AskForCredentials(req, absl::StrCat("container credentials from ", url),
@@ -364,9 +355,9 @@ absl::StatusOr<AwsCredentials> AwsCredentialsFromEnvironment(
     std::string profile = env("AWS_PROFILE");
     const bool named_profile = !profile.empty();
     if (!named_profile) profile = "default";
-    absl::StatusOr<std::string> text = file.empty()
-                                           ? absl::NotFoundError("no $HOME")
-                                           : ReadSmallFile("AWS_SHARED_CREDENTIALS_FILE", file);
+    absl::StatusOr<std::string> text =
+        file.empty() ? absl::NotFoundError("no $HOME")
+                     : ReadCredentialFile("AWS_SHARED_CREDENTIALS_FILE", file);
     if (text.ok()) {
       absl::StatusOr<AwsCredentials> shared = ParseSharedCredentials(*text, file, profile);
       if (shared.ok()) {

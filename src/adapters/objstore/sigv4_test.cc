@@ -206,7 +206,7 @@ TEST(S3Source, SharedCredentialsFileAndProfile) {
               HasSubstr("no profile [nope]"));
   FakeEnvironment() = {{"AWS_SHARED_CREDENTIALS_FILE", dir + "/missing"}};
   EXPECT_THAT(ParseS3Source("s3://bucket/m/", FakeGetenv).status().message(),
-              HasSubstr("cannot be read"));
+              HasSubstr("AWS_SHARED_CREDENTIALS_FILE " + dir + "/missing: no such file"));
   FakeEnvironment() = {{"HOME", dir}};  // no $HOME/.aws/credentials
   l = ParseS3Source("s3://bucket/m/", FakeGetenv);
   ASSERT_TRUE(l.ok()) << l.status();

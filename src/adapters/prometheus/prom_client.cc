@@ -19,13 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-// The string at `key` of an object; "" when it is missing or not a string (json::value() would
-// throw on a field of another type, and a body is whatever the other end sent).
-std::string StringField(const json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 // [<unix seconds>, "<value>"], the value as sent (NaN and +-Inf included).
 absl::StatusOr<PromValue> RawSample(const json& pair) {
   if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number() || !pair[1].is_string()) {
@@ -62,11 +55,11 @@ absl::StatusOr<PromValue> Sample(const json& pair) {
 // success envelope. The `data` object on success.
 absl::StatusOr<json> ResponseData(long http_status, const std::string& body) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_object() && StringField(j, "status") == "error") {
-    std::string type = StringField(j, "errorType");
+  if (j.is_object() && JsonString(j, "status") == "error") {
+    std::string type = JsonString(j, "errorType");
     if (type.empty()) type = "unknown";
     std::string text = absl::StrCat("Prometheus error (", type, ", HTTP ", http_status,
-                                    "): ", StringField(j, "error"));
+                                    "): ", JsonString(j, "error"));
     if (type == "bad_data") return absl::InvalidArgumentError(text);
     return absl::UnavailableError(text);
   }
@@ -74,7 +67,7 @@ absl::StatusOr<json> ResponseData(long http_status, const std::string& body) {
     return absl::UnavailableError(
         absl::StrCat("Prometheus: HTTP ", http_status, ": ", body.substr(0, 200)));
   }
-  if (!j.is_object() || StringField(j, "status") != "success" || !j.contains("data") ||
+  if (!j.is_object() || JsonString(j, "status") != "success" || !j.contains("data") ||
       !j["data"].is_object()) {
     return absl::InternalError(
         absl::StrCat("Prometheus: not a query response: ", body.substr(0, 200)));
@@ -110,7 +103,7 @@ absl::StatusOr<std::string> Secret(const std::string& what, const std::string& f
 
 absl::StatusOr<PromValue> ParsePromResponse(long http_status, const std::string& body) {
   TESSERA_ASSIGN_OR_RETURN(const json data, ResponseData(http_status, body));
-  std::string type = StringField(data, "resultType");
+  std::string type = JsonString(data, "resultType");
   // (A ternary with json() in one arm would copy the result, recursing once per level of it.)
   static const json kNull;
   const json& result = data.contains("result") ? data["result"] : kNull;
@@ -140,7 +133,7 @@ absl::StatusOr<std::vector<std::optional<double>>> ParsePromRangeResponse(long h
                                                                           absl::Duration step,
                                                                           int64_t count) {
   TESSERA_ASSIGN_OR_RETURN(const json data, ResponseData(http_status, body));
-  std::string type = StringField(data, "resultType");
+  std::string type = JsonString(data, "resultType");
   static const json kNull;
   const json& result = data.contains("result") ? data["result"] : kNull;
   if (type != "matrix" || !result.is_array()) {
