@@ -86,6 +86,32 @@ absl::Status CheckCloudCredentials(const adapters::PromConfig& p) {
   return absl::OkStatus();
 }
 
+// Which cloud credentials the queries are sent with and until when, for --check: the chain
+// picks the first source it finds (keys left in the environment win over IRSA), so say which.
+// "" without sigv4 or a workload identity.
+std::string CredentialsLine(const adapters::PromConfig& p, absl::Time now) {
+  auto until = [](absl::Time t) {
+    return t == absl::InfiniteFuture()
+               ? std::string("read again at every query")
+               : absl::StrCat("valid until ",
+                              absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone()));
+  };
+  if (!p.sigv4_region.empty()) {
+    absl::StatusOr<adapters::objstore::AwsCredentials> aws =
+        adapters::objstore::AwsCredentialsFromEnvironment(p.sigv4_region, "tessera-scaler");
+    if (!aws.ok()) return absl::StrCat("error: ", aws.status().message());
+    return absl::StrCat("AWS (SigV4 for aps in ", p.sigv4_region, ") from ", aws->source, ", ",
+                        until(aws->expiration));
+  }
+  if (p.cloud_identity.has_value()) {
+    absl::StatusOr<adapters::AccessToken> t =
+        adapters::FetchCloudToken(*p.cloud_identity, p.cloud_scope, now);
+    if (!t.ok()) return absl::StrCat("error: ", t.status().message());
+    return absl::StrCat("a bearer token from ", t->source, ", ", until(t->expiration));
+  }
+  return "";
+}
+
 // One poll, printed: every query of every service with Prometheus' answer, then the decision
 // the scaler would serve first.
 int Check(const std::string& file, const adapters::ScalerConfig& config) {
@@ -96,6 +122,10 @@ int Check(const std::string& file, const adapters::ScalerConfig& config) {
   scaler.PollOnce();
   std::printf("%s: %zu service%s, Prometheus %s\n", file.c_str(), config.services.size(),
               config.services.size() == 1 ? "" : "s", config.prometheus.url.c_str());
+  if (std::string credentials = CredentialsLine(config.prometheus, clock.Now());
+      !credentials.empty()) {
+    std::printf("credentials %s\n", credentials.c_str());
+  }
   bool all_fresh = true;
   for (const adapters::ServiceConfig& svc : config.services) {
     std::printf("%s\n", svc.name.c_str());

@@ -77,6 +77,12 @@ check "sigv4 with an STS that does not answer: warned" \
   "$WORK/err"
 check "  and --check still asks (each query failing on the credentials)" \
   grep -q "prometheus.sigv4: AWS credentials: STS" "$WORK/out"
+check "  and says so on its credentials line" \
+  grep -q "^credentials error: STS AssumeRoleWithWebIdentity at http://127.0.0.1:9" "$WORK/out"
+env -u AWS_WEB_IDENTITY_TOKEN_FILE AWS_ACCESS_KEY_ID=AKIDCHECK AWS_SECRET_ACCESS_KEY=s3cr3t-k3y \
+  "$TESSERA" scaler --config "$WORK/amp.yaml" --check 2>"$WORK/err" >"$WORK/out"
+check "--check names where the AWS credentials came from, not the key" \
+  bash -c "grep -qx 'credentials AWS (SigV4 for aps in us-west-2) from AWS_ACCESS_KEY_ID, read again at every query' '$WORK/out' && ! grep -q 'AKIDCHECK\\|s3cr3t-k3y' '$WORK/out'"
 
 # Azure Monitor and Google Cloud: a token from the pod's cloud identity. Azure's variables
 # missing stop the scaler; a metadata server that does not answer only warns.

@@ -114,7 +114,9 @@ absl::StatusOr<AccessToken> FetchCloudToken(CloudIdentity identity, const std::s
   }
   absl::StatusOr<HttpResponse> r = Fetch(req);
   if (!r.ok()) return absl::UnavailableError(absl::StrCat(what, ": ", r.status().message()));
-  return ParseCloudTokenAnswer(what, r->status, r->body, now);
+  absl::StatusOr<AccessToken> t = ParseCloudTokenAnswer(what, r->status, r->body, now);
+  if (t.ok()) t->source = what;
+  return t;
 }
 
 absl::StatusOr<std::string> CloudTokenCache::Get(absl::Time now) {

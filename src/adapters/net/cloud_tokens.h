@@ -47,6 +47,7 @@ absl::Time RefreshTime(absl::Time now, absl::Time expiration);
 struct AccessToken {
   std::string token;
   absl::Time expiration;
+  std::string source;  // the endpoint, for `tessera scaler --check`
 };
 
 // The credential file an environment variable names (ReadSecretFile: whitespace around it

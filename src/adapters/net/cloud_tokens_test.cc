@@ -54,6 +54,7 @@ TEST(CloudTokens, GoogleFromTheMetadataServerKeptUntilShortlyBeforeItExpires) {
       FetchCloudToken(CloudIdentity::kGoogle, "", kNow, testing::FakeGetenv);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->token, "ya29.token-1");
+  EXPECT_EQ(t->source, absl::StrCat("the GKE metadata server at 127.0.0.1:", metadata.port()));
   EXPECT_EQ(t->expiration, kNow + absl::Seconds(3599));
   {
     std::lock_guard<std::mutex> l(mu);
@@ -118,6 +119,7 @@ TEST(CloudTokens, AzureWorkloadIdentityExchangesTheServiceAccountToken) {
       FetchCloudToken(CloudIdentity::kAzure, kAzurePrometheusScope, kNow, testing::FakeGetenv);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->token, "eyJ0eXAi.entra");
+  EXPECT_EQ(t->source, "Microsoft Entra ID at " + entra.url("/"));
   EXPECT_EQ(t->expiration, kNow + absl::Seconds(3599));
   auto sent = [&](const char* key) {
     std::lock_guard<std::mutex> l(mu);

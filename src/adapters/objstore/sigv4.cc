@@ -348,6 +348,7 @@ absl::StatusOr<AwsCredentials> AwsCredentialsFromEnvironment(
     return absl::InvalidArgumentError(
         "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together (or neither)");
   }
+  if (!c.anonymous()) c.source = "AWS_ACCESS_KEY_ID";
   if (c.anonymous()) {
     std::string file = env("AWS_SHARED_CREDENTIALS_FILE");
     const bool named_file = !file.empty();
@@ -362,6 +363,7 @@ absl::StatusOr<AwsCredentials> AwsCredentialsFromEnvironment(
       absl::StatusOr<AwsCredentials> shared = ParseSharedCredentials(*text, file, profile);
       if (shared.ok()) {
         c = *shared;
+        c.source = absl::StrCat("the shared credentials file ", file, ", profile ", profile);
       } else if (!absl::IsNotFound(shared.status()) || named_profile) {
         return shared.status();
       }
@@ -376,10 +378,14 @@ absl::StatusOr<AwsCredentials> AwsCredentialsFromEnvironment(
   if (c.anonymous() && !env("AWS_WEB_IDENTITY_TOKEN_FILE").empty() &&
       !env("AWS_ROLE_ARN").empty()) {
     TESSERA_ASSIGN_OR_RETURN(c, WebIdentityCredentials(env, region, session_name));
+    std::string sts = env("AWS_ENDPOINT_URL_STS");
+    if (sts.empty()) sts = absl::StrCat("https://sts.", region, ".amazonaws.com");
+    c.source = absl::StrCat("IRSA: role ", env("AWS_ROLE_ARN"), " through STS at ", sts);
   }
   if (c.anonymous() && (!env("AWS_CONTAINER_CREDENTIALS_FULL_URI").empty() ||
                         !env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI").empty())) {
     TESSERA_ASSIGN_OR_RETURN(c, ContainerCredentials(env));
+    c.source = "the container credentials endpoint (EKS Pod Identity, ECS)";
   }
   return c;
 }

@@ -32,6 +32,10 @@ struct AwsCredentials {
   // their answer says; InfiniteFuture for keys from the environment or a file, and for an answer
   // that gives none.
   absl::Time expiration = absl::InfiniteFuture();
+  // Where they came from, for `tessera scaler --check` (never a key): "AWS_ACCESS_KEY_ID",
+  // "the shared credentials file PATH, profile NAME", "IRSA: role ARN through STS at URL",
+  // "the container credentials endpoint URL"; "" when anonymous.
+  std::string source;
   bool anonymous() const { return access_key_id.empty(); }
 };
 

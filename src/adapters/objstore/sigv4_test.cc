@@ -31,8 +31,16 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace ::tessera::adapters::objstore::testing;  // NOLINT
 
-const AwsCredentials kExample{"AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-                              ""};
+AwsCredentials AwsKeys(const std::string& id, const std::string& secret, const std::string& token) {
+  AwsCredentials c;
+  c.access_key_id = id;
+  c.secret_access_key = secret;
+  c.session_token = token;
+  return c;
+}
+
+const AwsCredentials kExample =
+    AwsKeys("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "");
 absl::Time ExampleTime() { return absl::FromUnixSeconds(1369353600); }  // 20130524T000000Z
 
 std::string Authorization(const std::vector<std::string>& headers) {
@@ -137,7 +145,7 @@ TEST(SigV4, AgreesWithCurlsIndependentSigner) {
     absl::Time when = absl::FromCivil(
         absl::CivilSecond(num(0, 4), num(4, 2), num(6, 2), num(9, 2), num(11, 2), num(13, 2)),
         absl::UTCTimeZone());
-    AwsCredentials c{"AKIDEXAMPLE", "se/cret+key", "tok/en+1"};
+    const AwsCredentials c = AwsKeys("AKIDEXAMPLE", "se/cret+key", "tok/en+1");
     absl::StatusOr<std::vector<std::string>> ours =
         SignV4("GET", server.url(target), {}, kEmptySha256, c, "eu-west-1", "s3", when);
     ASSERT_TRUE(ours.ok());
@@ -167,6 +175,7 @@ TEST(S3Source, AddressingFromTheEnvironment) {
   EXPECT_EQ(l->ObjectUrl("llama/8b/a b.safetensors"),
             "https://my-models.s3.eu-west-1.amazonaws.com/llama/8b/a%20b.safetensors");
   EXPECT_EQ(l->credentials.access_key_id, "AKID");
+  EXPECT_EQ(l->credentials.source, "AWS_ACCESS_KEY_ID");
   l = ParseS3Source("s3://my.dotted.bucket/x", FakeEnv);
   ASSERT_TRUE(l.ok());
   EXPECT_TRUE(l->path_style);  // dots break virtual-hosted TLS names
@@ -193,6 +202,7 @@ TEST(S3Source, SharedCredentialsFileAndProfile) {
   l = ParseS3Source("s3://bucket/m/", FakeGetenv);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->credentials.access_key_id, "AKIDMODELS");
+  EXPECT_EQ(l->credentials.source, "the shared credentials file " + path + ", profile models");
   EXPECT_EQ(l->credentials.session_token, "tok");
   // The variables win over the file.
   FakeEnvironment()["AWS_ACCESS_KEY_ID"] = "AKIDENV";
@@ -200,6 +210,7 @@ TEST(S3Source, SharedCredentialsFileAndProfile) {
   l = ParseS3Source("s3://bucket/m/", FakeGetenv);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->credentials.access_key_id, "AKIDENV");
+  EXPECT_EQ(l->credentials.source, "AWS_ACCESS_KEY_ID");  // the environment wins over the file
   // A named profile or file that is not there is an error; the default ones mean anonymous.
   FakeEnvironment() = {{"AWS_SHARED_CREDENTIALS_FILE", path}, {"AWS_PROFILE", "nope"}};
   EXPECT_THAT(ParseS3Source("s3://bucket/m/", FakeGetenv).status().message(),
@@ -259,6 +270,7 @@ TEST(S3Source, ContainerCredentialsEndpoint) {
     EXPECT_EQ(auth_seen, "eyJ.pod.token");  // the file's newline is not sent
   }
   EXPECT_EQ(l->credentials.access_key_id, "ASIAPOD");
+  EXPECT_EQ(l->credentials.source, "the container credentials endpoint (EKS Pod Identity, ECS)");
   EXPECT_EQ(l->credentials.secret_access_key, "podsecret");
   EXPECT_EQ(l->credentials.session_token, "podtoken");
   // 2026-12-03T06:03:31Z
@@ -336,6 +348,8 @@ TEST(S3Source, WebIdentityThroughSts) {
   absl::StatusOr<S3Location> l = ParseS3Source("s3://bucket/m/", FakeGetenv);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ(l->credentials.access_key_id, "ASIASTS");
+  EXPECT_EQ(l->credentials.source,
+            "IRSA: role arn:aws:iam::123456789012:role/models-reader through STS at " + sts.url());
   EXPECT_EQ(l->credentials.secret_access_key, "stssecret");
   EXPECT_EQ(l->credentials.session_token, "sts/token+1");
   // 2026-12-03T06:00:00Z
