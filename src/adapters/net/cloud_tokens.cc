@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "adapters/io/files.h"
@@ -14,11 +13,8 @@
 #include "nlohmann/json.hpp"
 
 namespace tessera::adapters {
-namespace {
 
 using nlohmann::json;
-
-}  // namespace
 
 absl::StatusOr<AccessToken> ParseCloudTokenAnswer(const std::string& what, long status,
                                                   const std::string& body, absl::Time now) {
@@ -56,12 +52,11 @@ absl::StatusOr<AccessToken> ParseCloudTokenAnswer(const std::string& what, long 
   return t;
 }
 
-namespace {}  // namespace
-
 absl::StatusOr<std::string> ReadCredentialFile(const std::string& var, const std::string& path) {
   absl::StatusOr<std::string> text = ReadSecretFile(path);
-  if (!text.ok())
+  if (!text.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(var, " ", text.status().message()));
+  }
   if (text->empty()) return absl::InvalidArgumentError(absl::StrCat(var, " ", path, ": is empty"));
   return text;
 }

@@ -34,7 +34,7 @@ struct AwsCredentials {
   absl::Time expiration = absl::InfiniteFuture();
   // Where they came from, for `tessera scaler --check` (never a key): "AWS_ACCESS_KEY_ID",
   // "the shared credentials file PATH, profile NAME", "IRSA: role ARN through STS at URL",
-  // "the container credentials endpoint URL"; "" when anonymous.
+  // "the container credentials endpoint (EKS Pod Identity, ECS)"; "" when anonymous.
   std::string source;
   bool anonymous() const { return access_key_id.empty(); }
 };
@@ -84,8 +84,14 @@ absl::StatusOr<AwsCredentials> ParseSharedCredentials(const std::string& text,
 absl::StatusOr<AwsCredentials> ParseContainerCredentials(const std::string& body);
 
 // The credentials in an STS AssumeRoleWithWebIdentity answer (<Credentials> with <AccessKeyId>,
-// <SecretAccessKey>, <SessionToken>), or the <Error>'s code and message.
+// <SecretAccessKey>, <SessionToken>, <Expiration>), or the <Error>'s code and message.
 absl::StatusOr<AwsCredentials> ParseAssumeRoleWithWebIdentity(const std::string& xml);
+
+// Where AwsCredentialsFromEnvironment looks, for a message saying it found nothing.
+inline constexpr char kAwsCredentialSources[] =
+    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a shared credentials file (AWS_PROFILE), IRSA "
+    "(AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE) or EKS Pod Identity "
+    "(AWS_CONTAINER_CREDENTIALS_FULL_URI)";
 
 // The credentials the environment gives, read through `getenv_fn` (nullptr: the process's),
 // in the AWS SDKs' order: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; else the
@@ -101,11 +107,6 @@ absl::StatusOr<AwsCredentials> ParseAssumeRoleWithWebIdentity(const std::string&
 // Errors: InvalidArgument or NotFound for what the environment names wrongly (a file that cannot
 // be read, a profile not in it, half of a key pair, an endpoint not allowed), Unavailable when an
 // endpoint does not answer, PermissionDenied when it refuses.
-// Where AwsCredentialsFromEnvironment looks, for a message saying it found nothing.
-inline constexpr char kAwsCredentialSources[] =
-    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a shared credentials file (AWS_PROFILE), IRSA "
-    "(AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE) or EKS Pod Identity "
-    "(AWS_CONTAINER_CREDENTIALS_FULL_URI)";
 absl::StatusOr<AwsCredentials> AwsCredentialsFromEnvironment(
     const std::string& region, const std::string& session_name,
     const char* (*getenv_fn)(const char*) = nullptr);
