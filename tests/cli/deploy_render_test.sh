@@ -56,6 +56,10 @@ check "scaler: fallback replicas" grep -q 'failureThreshold: 3' "$S"
 check "scaler: runs tessera scaler" grep -q -- '- scaler' "$S"
 check "scaler: serves its metrics" grep -q -- '--metrics-listen=0.0.0.0:9096' "$S"
 check "scaler: and says where" grep -q 'prometheus.io/port: "9096"' "$S"
+check "scaler: its own service account, for a managed Prometheus' cloud identity" \
+  grep -q 'serviceAccountName: tessera-scaler' "$S"
+check "scaler: the service account is shipped, without a mounted API token" \
+  bash -c "grep -q '^kind: ServiceAccount' '$S' && grep -q 'automountServiceAccountToken: false' '$S'"
 # The ConfigMap's scaler.yaml, as rendered, must start the scaler.
 python3 - "$S" >"$WORK/scaler-config.yaml" <<'PY'
 import sys
