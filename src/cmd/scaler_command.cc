@@ -16,8 +16,6 @@
 #include "absl/time/time.h"
 #include "adapters/io/files.h"
 #include "adapters/keda/scaler.h"
-#include "adapters/net/cloud_tokens.h"
-#include "adapters/objstore/sigv4.h"
 #include "cmd/metrics_endpoint.h"
 #include "cmd/signals.h"
 
@@ -53,29 +51,14 @@ class RecordingSource final : public adapters::MetricSource {
 };
 
 // The cloud credentials the config asks for (sigv4, googleWorkloadIdentity,
-// azureWorkloadIdentity), asked for once at start. What the environment lacks or names wrongly is
-// an error: the scaler stops. An endpoint that does not answer now (STS, the Pod Identity agent,
-// the metadata server, Entra ID) is a warning only: queries fail, and the scaler keeps its safe
-// behaviour, until it answers.
-absl::Status CheckCloudCredentials(const adapters::PromConfig& p) {
-  std::string field;
-  absl::Status found;
-  if (!p.sigv4_region.empty()) {
-    field = "prometheus.sigv4";
-    absl::StatusOr<adapters::objstore::AwsCredentials> aws =
-        adapters::objstore::AwsCredentialsFromEnvironment(p.sigv4_region, "tessera-scaler");
-    if (aws.ok() && aws->anonymous()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": no AWS credentials in the environment (expected ",
-                       adapters::objstore::kAwsCredentialSources, ")"));
-    }
-    found = aws.status();
-  } else if (p.cloud_identity.has_value()) {
-    const bool google = *p.cloud_identity == adapters::CloudIdentity::kGoogle;
-    field = google ? "prometheus.googleWorkloadIdentity" : "prometheus.azureWorkloadIdentity";
-    RealClock clock;
-    found = adapters::FetchCloudToken(*p.cloud_identity, p.cloud_scope, clock.Now()).status();
-  }
+// azureWorkloadIdentity), asked for once at start through the client the queries use (whose
+// cache keeps them). What the environment lacks or names wrongly is an error: the scaler stops.
+// An endpoint that does not answer now (STS, the Pod Identity agent, the metadata server, Entra
+// ID) is a warning only: queries fail, and the scaler keeps its safe behaviour, until it answers.
+absl::Status CheckCloudCredentials(const adapters::PromClient& prom) {
+  const std::string field = prom.CloudCredentialsField();
+  if (field.empty()) return absl::OkStatus();
+  const absl::Status found = prom.CurrentCloudCredentials().status();
   if (absl::IsInvalidArgument(found) || absl::IsNotFound(found)) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", found.message()));
   }
@@ -86,44 +69,36 @@ absl::Status CheckCloudCredentials(const adapters::PromConfig& p) {
   return absl::OkStatus();
 }
 
-// Which cloud credentials the queries are sent with and until when, for --check: the chain
+// Which cloud credentials the queries are sent with and until when, for --check: the AWS chain
 // picks the first source it finds (keys left in the environment win over IRSA), so say which.
 // "" without sigv4 or a workload identity.
-std::string CredentialsLine(const adapters::PromConfig& p, absl::Time now) {
-  auto until = [](absl::Time t) {
-    return t == absl::InfiniteFuture()
-               ? std::string("read again at every query")
-               : absl::StrCat("valid until ",
-                              absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone()));
-  };
-  if (!p.sigv4_region.empty()) {
-    absl::StatusOr<adapters::objstore::AwsCredentials> aws =
-        adapters::objstore::AwsCredentialsFromEnvironment(p.sigv4_region, "tessera-scaler");
-    if (!aws.ok()) return absl::StrCat("error: ", aws.status().message());
-    return absl::StrCat("AWS (SigV4 for aps in ", p.sigv4_region, ") from ", aws->source, ", ",
-                        until(aws->expiration));
-  }
-  if (p.cloud_identity.has_value()) {
-    absl::StatusOr<adapters::AccessToken> t =
-        adapters::FetchCloudToken(*p.cloud_identity, p.cloud_scope, now);
-    if (!t.ok()) return absl::StrCat("error: ", t.status().message());
-    return absl::StrCat("a bearer token from ", t->source, ", ", until(t->expiration));
-  }
-  return "";
+std::string CredentialsLine(const adapters::PromClient& prom) {
+  const std::string field = prom.CloudCredentialsField();
+  if (field.empty()) return "";
+  absl::StatusOr<adapters::PromClient::CloudCredentials> c = prom.CurrentCloudCredentials();
+  if (!c.ok()) return absl::StrCat("error: ", c.status().message());
+  const std::string until =
+      c->expiration == absl::InfiniteFuture()
+          ? std::string("read again at every query")
+          : absl::StrCat("valid until ", absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", c->expiration,
+                                                          absl::UTCTimeZone()));
+  const std::string& region = prom.config().sigv4_region;
+  return region.empty()
+             ? absl::StrCat("a bearer token from ", c->source, ", ", until)
+             : absl::StrCat("AWS (SigV4 for aps in ", region, ") from ", c->source, ", ", until);
 }
 
 // One poll, printed: every query of every service with Prometheus' answer, then the decision
 // the scaler would serve first.
-int Check(const std::string& file, const adapters::ScalerConfig& config) {
-  adapters::PromSource prom(config.prometheus);
+int Check(const std::string& file, const adapters::ScalerConfig& config,
+          adapters::PromSource& prom) {
   RecordingSource source(prom);
   RealClock clock;
   adapters::Scaler scaler(config, source, clock);
   scaler.PollOnce();
   std::printf("%s: %zu service%s, Prometheus %s\n", file.c_str(), config.services.size(),
               config.services.size() == 1 ? "" : "s", config.prometheus.url.c_str());
-  if (std::string credentials = CredentialsLine(config.prometheus, clock.Now());
-      !credentials.empty()) {
+  if (std::string credentials = CredentialsLine(prom.client()); !credentials.empty()) {
     std::printf("credentials %s\n", credentials.c_str());
   }
   bool all_fresh = true;
@@ -238,11 +213,11 @@ int RunScaler(const ScalerFlags& flags) {
   if (std::vector<std::string> bad = config->UnreadableFiles(); !bad.empty()) {
     return Fail(absl::StrCat(flags.config_file, ": cannot read ", absl::StrJoin(bad, "; ")));
   }
-  if (absl::Status s = CheckCloudCredentials(config->prometheus); !s.ok()) {
+  adapters::PromSource source(config->prometheus);
+  if (absl::Status s = CheckCloudCredentials(source.client()); !s.ok()) {
     return Fail(absl::StrCat(flags.config_file, ": ", s.message()));
   }
-  if (flags.check) return Check(flags.config_file, *config);
-  adapters::PromSource source(config->prometheus);
+  if (flags.check) return Check(flags.config_file, *config, source);
   RealClock clock;
   adapters::Scaler scaler(*config, source, clock, [&clock](const std::string& line) {
     // One write per line, so a reader (or a log shipper) never sees half of one.

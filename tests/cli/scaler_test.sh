@@ -39,13 +39,24 @@ start_scaler() {  # start_scaler CONFIG: serves it on free ports (PID), once it 
   wait_log "listening on port"
 }
 
+refuse() {  # refuse CONFIG [env ARGS]: a start that should fail; stderr in $WORK/err
+  local config=$1
+  shift
+  env "$@" "$TESSERA" scaler --config "$config" --listen 127.0.0.1:0 2>"$WORK/err" >/dev/null
+}
+check_once() {  # check_once CONFIG [env ARGS]: --check; stdout in $WORK/out, stderr in $WORK/err
+  local config=$1
+  shift
+  env "$@" "$TESSERA" scaler --config "$config" --check 2>"$WORK/err" >"$WORK/out"
+}
+
 config "  bearerTokenFile: $WORK/missing-token" >"$WORK/missing.yaml"
-"$TESSERA" scaler --config "$WORK/missing.yaml" --listen 127.0.0.1:0 2>"$WORK/err" >/dev/null
+refuse "$WORK/missing.yaml"
 check "an unreadable credential file: exit 1" test $? = 1
 check "naming the field and the file" grep -q "prometheus.bearerTokenFile: .*missing-token" "$WORK/err"
 
 config "  headers: {'Bad Name': x}" >"$WORK/header.yaml"
-"$TESSERA" scaler --config "$WORK/header.yaml" --listen 127.0.0.1:0 2>"$WORK/err" >/dev/null
+refuse "$WORK/header.yaml"
 check "a bad header name: exit 1" test $? = 1
 check "located" grep -q "header.yaml:6:.*expected an HTTP header name" "$WORK/err"
 
@@ -53,25 +64,23 @@ check "located" grep -q "header.yaml:6:.*expected an HTTP header name" "$WORK/er
 # there, or a profile that is not in the named file, stops the scaler at once; an STS that does
 # not answer does not (a warning: queries fail until it does).
 config "  sigv4: {region: us-west-2}" >"$WORK/amp.yaml"
-env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_WEB_IDENTITY_TOKEN_FILE \
-  -u AWS_CONTAINER_CREDENTIALS_FULL_URI -u AWS_CONTAINER_CREDENTIALS_RELATIVE_URI \
-  -u AWS_SHARED_CREDENTIALS_FILE -u AWS_PROFILE HOME="$WORK" \
-  "$TESSERA" scaler --config "$WORK/amp.yaml" --listen 127.0.0.1:0 2>"$WORK/err" >/dev/null
+refuse "$WORK/amp.yaml" -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY \
+  -u AWS_WEB_IDENTITY_TOKEN_FILE -u AWS_CONTAINER_CREDENTIALS_FULL_URI \
+  -u AWS_CONTAINER_CREDENTIALS_RELATIVE_URI -u AWS_SHARED_CREDENTIALS_FILE -u AWS_PROFILE \
+  HOME="$WORK"
 check "sigv4 without AWS credentials: exit 1" test $? = 1
 check "  saying where they were looked for" \
   grep -q "amp.yaml: prometheus.sigv4: no AWS credentials in the environment (expected .*IRSA" \
   "$WORK/err"
 printf '[default]\naws_access_key_id = AKID\naws_secret_access_key = s3cr3t-k3y\n' >"$WORK/aws"
-AWS_SHARED_CREDENTIALS_FILE="$WORK/aws" AWS_PROFILE=prod \
-  "$TESSERA" scaler --config "$WORK/amp.yaml" --listen 127.0.0.1:0 2>"$WORK/err" >/dev/null
+refuse "$WORK/amp.yaml" AWS_SHARED_CREDENTIALS_FILE="$WORK/aws" AWS_PROFILE=prod
 check "sigv4 with a profile missing from the file: exit 1" test $? = 1
 check "  naming the profile, quoting no key" \
   bash -c "grep -q 'prometheus.sigv4: .*prod' '$WORK/err' && ! grep -q s3cr3t-k3y '$WORK/err'"
 printf 'token' >"$WORK/sa-token"
-env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY HOME="$WORK" \
+check_once "$WORK/amp.yaml" -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY HOME="$WORK" \
   AWS_WEB_IDENTITY_TOKEN_FILE="$WORK/sa-token" AWS_ROLE_ARN=arn:aws:iam::123456789012:role/r \
-  AWS_ENDPOINT_URL_STS=http://127.0.0.1:9 \
-  "$TESSERA" scaler --config "$WORK/amp.yaml" --check 2>"$WORK/err" >"$WORK/out"
+  AWS_ENDPOINT_URL_STS=http://127.0.0.1:9
 check "sigv4 with an STS that does not answer: warned" \
   grep -q "warning: prometheus.sigv4: STS AssumeRoleWithWebIdentity at http://127.0.0.1:9" \
   "$WORK/err"
@@ -79,23 +88,21 @@ check "  and --check still asks (each query failing on the credentials)" \
   grep -q "prometheus.sigv4: AWS credentials: STS" "$WORK/out"
 check "  and says so on its credentials line" \
   grep -q "^credentials error: STS AssumeRoleWithWebIdentity at http://127.0.0.1:9" "$WORK/out"
-env -u AWS_WEB_IDENTITY_TOKEN_FILE AWS_ACCESS_KEY_ID=AKIDCHECK AWS_SECRET_ACCESS_KEY=s3cr3t-k3y \
-  "$TESSERA" scaler --config "$WORK/amp.yaml" --check 2>"$WORK/err" >"$WORK/out"
+check_once "$WORK/amp.yaml" -u AWS_WEB_IDENTITY_TOKEN_FILE AWS_ACCESS_KEY_ID=AKIDCHECK \
+  AWS_SECRET_ACCESS_KEY=s3cr3t-k3y
 check "--check names where the AWS credentials came from, not the key" \
   bash -c "grep -qx 'credentials AWS (SigV4 for aps in us-west-2) from AWS_ACCESS_KEY_ID, read again at every query' '$WORK/out' && ! grep -q 'AKIDCHECK\\|s3cr3t-k3y' '$WORK/out'"
 
 # Azure Monitor and Google Cloud: a token from the pod's cloud identity. Azure's variables
 # missing stop the scaler; a metadata server that does not answer only warns.
 config "  azureWorkloadIdentity: {}" >"$WORK/azure.yaml"
-env -u AZURE_TENANT_ID -u AZURE_CLIENT_ID -u AZURE_FEDERATED_TOKEN_FILE \
-  "$TESSERA" scaler --config "$WORK/azure.yaml" --listen 127.0.0.1:0 2>"$WORK/err" >/dev/null
+refuse "$WORK/azure.yaml" -u AZURE_TENANT_ID -u AZURE_CLIENT_ID -u AZURE_FEDERATED_TOKEN_FILE
 check "azureWorkloadIdentity without its environment: exit 1" test $? = 1
 check "  naming the variables" \
   grep -q "azure.yaml: prometheus.azureWorkloadIdentity: .*AZURE_TENANT_ID, AZURE_CLIENT_ID" \
   "$WORK/err"
 config "  googleWorkloadIdentity: {}" >"$WORK/google.yaml"
-GCE_METADATA_HOST=127.0.0.1:9 \
-  "$TESSERA" scaler --config "$WORK/google.yaml" --check 2>"$WORK/err" >"$WORK/out"
+check_once "$WORK/google.yaml" GCE_METADATA_HOST=127.0.0.1:9
 check "googleWorkloadIdentity with no metadata server: warned" \
   grep -q "warning: prometheus.googleWorkloadIdentity: the GKE metadata server at 127.0.0.1:9" \
   "$WORK/err"

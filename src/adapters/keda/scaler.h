@@ -57,6 +57,7 @@ class PromSource final : public MetricSource {
                                         const std::atomic<bool>* cancel) override {
     return client_.QueryRange(promql, start, step, count, cancel);
   }
+  const PromClient& client() const { return client_; }
 
  private:
   PromClient client_;

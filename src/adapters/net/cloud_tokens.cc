@@ -114,24 +114,4 @@ absl::StatusOr<AccessToken> FetchCloudToken(CloudIdentity identity, const std::s
   return t;
 }
 
-absl::StatusOr<std::string> CloudTokenCache::Get(absl::Time now) {
-  MutexLock lock(&mu_);
-  if (kept_.has_value() && now < refresh_at_) return kept_->token;
-  absl::StatusOr<AccessToken> t = FetchCloudToken(identity_, scope_, now, getenv_fn_);
-  if (!t.ok()) {
-    // Fetching again failed: what is kept serves until it expires.
-    if (kept_.has_value() && now < kept_->expiration) return kept_->token;
-    kept_.reset();
-    return t.status();
-  }
-  kept_ = *t;
-  refresh_at_ = RefreshTime(now, t->expiration);
-  return t->token;
-}
-
-void CloudTokenCache::Invalidate() {
-  MutexLock lock(&mu_);
-  kept_.reset();
-}
-
 }  // namespace tessera::adapters

@@ -21,6 +21,7 @@
 //   absl::StatusOr<std::string> t = tokens.Get(clock.Now());  // "Authorization: Bearer " + *t
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -71,8 +72,44 @@ absl::StatusOr<AccessToken> FetchCloudToken(CloudIdentity identity, const std::s
                                             absl::Time now,
                                             const char* (*getenv_fn)(const char*) = nullptr);
 
-// FetchCloudToken, kept until RefreshTime; when fetching again fails while the kept token is
-// still valid, that one serves. Thread-safe; one request to the endpoint at a time.
+// What AwsCredentialCache and CloudTokenCache share: the credentials last fetched, kept until
+// RefreshTime from their fetch; fetched again after that, and at every Get when they have no
+// expiry (`expiration` InfiniteFuture: keys from a file, so rotated ones apply at once). When
+// fetching again fails while the kept ones are still valid, those serve. Thread-safe; one fetch
+// at a time. T has an `absl::Time expiration`.
+template <typename T>
+class KeptCredentials {
+ public:
+  absl::StatusOr<T> Get(absl::Time now, const std::function<absl::StatusOr<T>()>& fetch) {
+    MutexLock lock(&mu_);
+    if (kept_.has_value() && now < refresh_at_) return *kept_;
+    absl::StatusOr<T> fresh = fetch();
+    if (!fresh.ok()) {
+      if (kept_.has_value() && now < kept_->expiration) return *kept_;
+      kept_.reset();
+      return fresh.status();
+    }
+    if (fresh->expiration == absl::InfiniteFuture()) {
+      kept_.reset();
+      return fresh;
+    }
+    kept_ = *fresh;
+    refresh_at_ = RefreshTime(now, fresh->expiration);
+    return fresh;
+  }
+  // Forgets what is kept (the service answered 401 or 403: expired or revoked).
+  void Invalidate() {
+    MutexLock lock(&mu_);
+    kept_.reset();
+  }
+
+ private:
+  Mutex mu_;
+  std::optional<T> kept_ ABSL_GUARDED_BY(mu_);
+  absl::Time refresh_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+// FetchCloudToken, kept (KeptCredentials).
 class CloudTokenCache {
  public:
   explicit CloudTokenCache(CloudIdentity identity, std::string scope = kAzurePrometheusScope,
@@ -81,17 +118,16 @@ class CloudTokenCache {
   CloudTokenCache(const CloudTokenCache&) = delete;
   CloudTokenCache& operator=(const CloudTokenCache&) = delete;
 
-  absl::StatusOr<std::string> Get(absl::Time now);
-  // Forgets the kept token (the service answered 401 or 403).
-  void Invalidate();
+  absl::StatusOr<AccessToken> Get(absl::Time now) {
+    return kept_.Get(now, [&] { return FetchCloudToken(identity_, scope_, now, getenv_fn_); });
+  }
+  void Invalidate() { kept_.Invalidate(); }
 
  private:
   const CloudIdentity identity_;
   const std::string scope_;
   const char* (*const getenv_fn_)(const char*);
-  Mutex mu_;
-  std::optional<AccessToken> kept_ ABSL_GUARDED_BY(mu_);
-  absl::Time refresh_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  KeptCredentials<AccessToken> kept_;
 };
 
 }  // namespace tessera::adapters

@@ -62,13 +62,13 @@ TEST(CloudTokens, GoogleFromTheMetadataServerKeptUntilShortlyBeforeItExpires) {
   }
 
   CloudTokenCache cache(CloudIdentity::kGoogle, "", testing::FakeGetenv);
-  EXPECT_EQ(*cache.Get(kNow), "ya29.token-2");
+  EXPECT_EQ(cache.Get(kNow)->token, "ya29.token-2");
   for (absl::Duration d = absl::Seconds(5); d < absl::Seconds(3299); d += absl::Seconds(5)) {
-    ASSERT_EQ(*cache.Get(kNow + d), "ya29.token-2");
+    ASSERT_EQ(cache.Get(kNow + d)->token, "ya29.token-2");
   }
-  EXPECT_EQ(*cache.Get(kNow + absl::Seconds(3299)), "ya29.token-3");
+  EXPECT_EQ(cache.Get(kNow + absl::Seconds(3299))->token, "ya29.token-3");
   cache.Invalidate();
-  EXPECT_EQ(*cache.Get(kNow + absl::Seconds(3300)), "ya29.token-4");
+  EXPECT_EQ(cache.Get(kNow + absl::Seconds(3300))->token, "ya29.token-4");
   {
     std::lock_guard<std::mutex> l(mu);
     EXPECT_EQ(asked, 4);
@@ -80,7 +80,7 @@ TEST(CloudTokens, GoogleFromTheMetadataServerKeptUntilShortlyBeforeItExpires) {
   EXPECT_EQ(gone.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(gone.message(), HasSubstr("the GKE metadata server at 127.0.0.1:"));
   // The kept token still serves until it expires, then the failure shows.
-  EXPECT_EQ(*cache.Get(kNow + absl::Seconds(3300 + 3299)), "ya29.token-4");
+  EXPECT_EQ(cache.Get(kNow + absl::Seconds(3300 + 3299))->token, "ya29.token-4");
   EXPECT_EQ(cache.Get(kNow + absl::Seconds(3300 + 3599)).status().code(),
             absl::StatusCode::kUnavailable);
   testing::FakeEnvironment().clear();

@@ -390,32 +390,6 @@ absl::StatusOr<AwsCredentials> AwsCredentialsFromEnvironment(
   return c;
 }
 
-absl::StatusOr<AwsCredentials> AwsCredentialCache::Get(absl::Time now) {
-  MutexLock lock(&mu_);
-  if (kept_.has_value() && now < refresh_at_) return *kept_;
-  absl::StatusOr<AwsCredentials> c =
-      AwsCredentialsFromEnvironment(region_, session_name_, getenv_fn_);
-  if (!c.ok()) {
-    // Asking again failed: what is kept serves until it expires.
-    if (kept_.has_value() && now < kept_->expiration) return *kept_;
-    kept_.reset();
-    return c.status();
-  }
-  if (c->expiration == absl::InfiniteFuture()) {
-    // Keys from the environment or a file: read again next time, so rotation applies at once.
-    kept_.reset();
-    return c;
-  }
-  kept_ = *c;
-  refresh_at_ = RefreshTime(now, c->expiration);
-  return c;
-}
-
-void AwsCredentialCache::Invalidate() {
-  MutexLock lock(&mu_);
-  kept_.reset();
-}
-
 absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
                                          const char* (*getenv_fn)(const char*)) {
   auto env = [getenv_fn](const char* name) -> std::string {

@@ -9,15 +9,13 @@
 //                                       creds, "us-east-1", "s3", now);
 #pragma once
 
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "base/mutex.h"
+#include "adapters/net/cloud_tokens.h"
 
 namespace tessera::adapters::objstore {
 
@@ -126,17 +124,18 @@ class AwsCredentialCache {
   AwsCredentialCache(const AwsCredentialCache&) = delete;
   AwsCredentialCache& operator=(const AwsCredentialCache&) = delete;
 
-  absl::StatusOr<AwsCredentials> Get(absl::Time now);
+  absl::StatusOr<AwsCredentials> Get(absl::Time now) {
+    return kept_.Get(
+        now, [&] { return AwsCredentialsFromEnvironment(region_, session_name_, getenv_fn_); });
+  }
   // Forgets kept credentials (a service answered that they expired or were revoked).
-  void Invalidate();
+  void Invalidate() { kept_.Invalidate(); }
 
  private:
   const std::string region_;
   const std::string session_name_;
   const char* (*const getenv_fn_)(const char*);
-  Mutex mu_;
-  std::optional<AwsCredentials> kept_ ABSL_GUARDED_BY(mu_);
-  absl::Time refresh_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  KeptCredentials<AwsCredentials> kept_;
 };
 
 // Parses s3://BUCKET/PREFIX and reads the environment via `getenv_fn` (injectable for tests):

@@ -99,6 +99,12 @@ absl::StatusOr<std::string> Secret(const std::string& what, const std::string& f
   return *secret;
 }
 
+// What sigv4 says when it finds no AWS credentials anywhere in the environment.
+std::string NoAwsCredentials() {
+  return absl::StrCat("no AWS credentials in the environment (expected ",
+                      objstore::kAwsCredentialSources, ")");
+}
+
 }  // namespace
 
 absl::StatusOr<PromValue> ParsePromResponse(long http_status, const std::string& body) {
@@ -173,6 +179,27 @@ PromClient::PromClient(PromConfig config, const Clock* clock) : config_(std::mov
   }
 }
 
+std::string PromClient::CloudCredentialsField() const {
+  if (aws_ != nullptr) return "prometheus.sigv4";
+  if (cloud_ == nullptr) return "";
+  return *config_.cloud_identity == CloudIdentity::kGoogle ? "prometheus.googleWorkloadIdentity"
+                                                           : "prometheus.azureWorkloadIdentity";
+}
+
+absl::StatusOr<PromClient::CloudCredentials> PromClient::CurrentCloudCredentials() const {
+  const absl::Time now = clock_->Now();
+  if (aws_ != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(objstore::AwsCredentials creds, aws_->Get(now));
+    if (creds.anonymous()) return absl::InvalidArgumentError(NoAwsCredentials());
+    return CloudCredentials{creds.source, creds.expiration};
+  }
+  if (cloud_ != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(AccessToken token, cloud_->Get(now));
+    return CloudCredentials{token.source, token.expiration};
+  }
+  return absl::FailedPreconditionError("no cloud credentials in the config");
+}
+
 absl::StatusOr<HttpResponse> PromClient::Get(const std::string& path, const std::string& params,
                                              int timeout_ms,
                                              const std::atomic<bool>* cancel) const {
@@ -200,24 +227,19 @@ absl::StatusOr<HttpResponse> PromClient::Get(const std::string& path, const std:
           absl::StrCat("prometheus.sigv4: AWS credentials: ", creds.status().message()));
     }
     if (creds->anonymous()) {
-      return absl::UnavailableError(
-          absl::StrCat("prometheus.sigv4: no AWS credentials in the environment (expected ",
-                       objstore::kAwsCredentialSources, ")"));
+      return absl::UnavailableError(absl::StrCat("prometheus.sigv4: ", NoAwsCredentials()));
     }
     TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> signature,
                              objstore::SignV4("GET", req.url, {}, objstore::kEmptySha256, *creds,
                                               config_.sigv4_region, "aps", now));
     req.headers.insert(req.headers.end(), signature.begin(), signature.end());
   } else if (cloud_ != nullptr) {
-    absl::StatusOr<std::string> token = cloud_->Get(clock_->Now());
+    absl::StatusOr<AccessToken> token = cloud_->Get(clock_->Now());
     if (!token.ok()) {
-      return absl::UnavailableError(absl::StrCat("prometheus.",
-                                                 *config_.cloud_identity == CloudIdentity::kGoogle
-                                                     ? "googleWorkloadIdentity"
-                                                     : "azureWorkloadIdentity",
-                                                 ": ", token.status().message()));
+      return absl::UnavailableError(
+          absl::StrCat(CloudCredentialsField(), ": ", token.status().message()));
     }
-    req.headers.push_back("Authorization: Bearer " + *token);
+    req.headers.push_back("Authorization: Bearer " + token->token);
   }
   absl::StatusOr<HttpResponse> r = Fetch(req);
   // Expired or revoked credentials: ask for new ones next time rather than wait for their expiry.

@@ -92,12 +92,29 @@ class PromClient {
   // `clock` (nullptr: the wall clock) dates SigV4 signatures and the credentials' expiry; it
   // must outlive the client.
   explicit PromClient(PromConfig config, const Clock* clock = nullptr);
+  const PromConfig& config() const { return config_; }
   absl::StatusOr<PromValue> Query(const std::string& promql) const;
   // `count` steps from `start` (both kept to milliseconds, as Prometheus does). Once *cancel is
   // set, a request in flight stops within about a second (Cancelled) and no further one is sent.
   absl::StatusOr<PromSeries> QueryRange(const std::string& promql, absl::Time start,
                                         absl::Duration step, int64_t count,
                                         const std::atomic<bool>* cancel = nullptr) const;
+
+  // With sigv4 or a workload identity, the config field that asks for cloud credentials
+  // ("prometheus.sigv4", "prometheus.googleWorkloadIdentity", "prometheus.azureWorkloadIdentity");
+  // "" otherwise.
+  std::string CloudCredentialsField() const;
+  // Where the cloud credentials the next query is sent with came from (never a key), and until
+  // when (InfiniteFuture: read again at every query). Through the queries' own cache, so asking
+  // at start costs no second fetch. InvalidArgument or NotFound for what the environment lacks
+  // or names wrongly (no AWS credentials at all among them); Unavailable or PermissionDenied when
+  // an identity endpoint does not answer or refuses. FailedPrecondition without cloud
+  // credentials in the config.
+  struct CloudCredentials {
+    std::string source;
+    absl::Time expiration;
+  };
+  absl::StatusOr<CloudCredentials> CurrentCloudCredentials() const;
 
  private:
   // GET config.url + path + "?" + params, with the credentials and headers of the config.

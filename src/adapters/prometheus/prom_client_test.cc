@@ -661,6 +661,14 @@ TEST(PromClient, BearerTokenFromTheCloudIdentityKeptAndRenewedOnRefusal) {
   c.getenv_fn = testing::FakeGetenv;
   SimulatedClock clock(absl::FromUnixSeconds(1796968000));
   PromClient client(c, &clock);
+  EXPECT_EQ(client.CloudCredentialsField(), "prometheus.googleWorkloadIdentity");
+  // Asked for at start (what `tessera scaler` does) through the queries' own cache: the ten
+  // queries below are sent with that same token, fetched once.
+  absl::StatusOr<PromClient::CloudCredentials> at_start = client.CurrentCloudCredentials();
+  ASSERT_TRUE(at_start.ok()) << at_start.status();
+  EXPECT_EQ(at_start->source,
+            absl::StrCat("the GKE metadata server at 127.0.0.1:", metadata.port()));
+  EXPECT_EQ(at_start->expiration, clock.Now() + absl::Seconds(3599));
   for (int i = 0; i < 10; ++i) {
     ASSERT_TRUE(client.Query("up").ok());
     clock.Advance(absl::Seconds(5));
