@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
@@ -75,20 +76,33 @@ absl::StatusOr<AccessToken> FetchCloudToken(CloudIdentity identity, const std::s
 // What AwsCredentialCache and CloudTokenCache share: the credentials last fetched, kept until
 // RefreshTime from their fetch; fetched again after that, and at every Get when they have no
 // expiry (`expiration` InfiniteFuture: keys from a file, so rotated ones apply at once). When
-// fetching again fails while the kept ones are still valid, those serve. Thread-safe; one fetch
-// at a time. T has an `absl::Time expiration`.
+// fetching again fails while the kept ones are still valid, those serve. After a failed fetch
+// the next is not tried for kRetryAfterFailure: until then Get answers at once, with the kept
+// credentials while they are valid, else with that failure (an identity endpoint that does not
+// answer would otherwise hold every query for its timeout, one after the other). Thread-safe; one
+// fetch at a time. T has an `absl::Time expiration`.
+inline constexpr absl::Duration kRetryAfterFailure = absl::Seconds(10);
+
 template <typename T>
 class KeptCredentials {
  public:
   absl::StatusOr<T> Get(absl::Time now, const std::function<absl::StatusOr<T>()>& fetch) {
     MutexLock lock(&mu_);
     if (kept_.has_value() && now < refresh_at_) return *kept_;
+    // Within the hold after a failure (a clock set back ends it).
+    if (!failure_.ok() && failed_at_ <= now && now < failed_at_ + kRetryAfterFailure) {
+      if (kept_.has_value() && now < kept_->expiration) return *kept_;
+      return failure_;
+    }
     absl::StatusOr<T> fresh = fetch();
     if (!fresh.ok()) {
+      failure_ = fresh.status();
+      failed_at_ = now;
       if (kept_.has_value() && now < kept_->expiration) return *kept_;
       kept_.reset();
       return fresh.status();
     }
+    failure_ = absl::OkStatus();
     if (fresh->expiration == absl::InfiniteFuture()) {
       kept_.reset();
       return fresh;
@@ -107,6 +121,8 @@ class KeptCredentials {
   Mutex mu_;
   std::optional<T> kept_ ABSL_GUARDED_BY(mu_);
   absl::Time refresh_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);  // the last fetch's, when it failed
+  absl::Time failed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 // FetchCloudToken, kept (KeptCredentials).

@@ -30,6 +30,47 @@ TEST(CloudTokens, RefreshTimeIsFiveMinutesBeforeTheExpiryOrHalfwayThere) {
   EXPECT_EQ(RefreshTime(kNow, kNow), kNow);  // already expired: at once
 }
 
+struct NumberedCredentials {
+  int number = 0;
+  absl::Time expiration;
+};
+
+TEST(KeptCredentials, AFailedFetchIsNotTriedAgainForTenSeconds) {
+  KeptCredentials<NumberedCredentials> kept;
+  int asked = 0;
+  absl::Status down = absl::UnavailableError("the identity endpoint: timed out");
+  bool failing = true;
+  auto fetch = [&]() -> absl::StatusOr<NumberedCredentials> {
+    ++asked;
+    if (failing) return down;
+    return NumberedCredentials{.number = asked, .expiration = kNow + absl::Hours(1)};
+  };
+  // Nothing kept and the endpoint down: its failure, then the same at once, without asking,
+  // for the next ten seconds.
+  EXPECT_EQ(kept.Get(kNow, fetch).status(), down);
+  for (absl::Duration d = absl::Seconds(1); d < kRetryAfterFailure; d += absl::Seconds(1)) {
+    ASSERT_EQ(kept.Get(kNow + d, fetch).status(), down);
+  }
+  EXPECT_EQ(asked, 1);
+  failing = false;
+  EXPECT_EQ(kept.Get(kNow + kRetryAfterFailure, fetch)->number, 2);
+  // Due again 55 minutes later with the endpoint down: the kept ones serve, and the endpoint is
+  // asked once per ten seconds, not at each of 60 queries a second apart.
+  failing = true;
+  const absl::Time due = kNow + absl::Minutes(55);
+  for (absl::Duration d; d < absl::Minutes(1); d += absl::Seconds(1)) {
+    ASSERT_EQ(kept.Get(due + d, fetch)->number, 2);
+  }
+  EXPECT_EQ(asked, 2 + 6);
+  // Once they expire, the failure (held as well).
+  EXPECT_EQ(kept.Get(kNow + absl::Hours(1), fetch).status(), down);
+  EXPECT_EQ(kept.Get(kNow + absl::Hours(1) + absl::Seconds(1), fetch).status(), down);
+  EXPECT_EQ(asked, 9);
+  // A clock set back ends the hold rather than stretching it.
+  failing = false;
+  EXPECT_EQ(kept.Get(kNow + absl::Minutes(59), fetch)->number, 10);
+}
+
 TEST(CloudTokens, GoogleFromTheMetadataServerKeptUntilShortlyBeforeItExpires) {
   std::mutex mu;
   int asked = 0;

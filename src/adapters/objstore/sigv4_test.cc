@@ -447,30 +447,33 @@ TEST(AwsCredentialCache, KeepsTemporaryCredentialsUntilJustBeforeTheyExpire) {
   }
   EXPECT_EQ(cache.Get(t0 + absl::Minutes(55))->access_key_id, "ASIA2");
   EXPECT_EQ(answers(), 2);
-  // The endpoint fails when they are due again: the kept ones serve while valid, and each Get
-  // asks again; once they have expired, the failure shows.
+  // The endpoint fails when they are due again: the kept ones serve while valid, and it is
+  // asked again after kRetryAfterFailure, not at each Get; once they have expired, the failure
+  // shows.
   {
     std::lock_guard<std::mutex> l(mu);
     failing = true;
   }
   const absl::Time expiry = t0 + absl::Minutes(115);
   EXPECT_EQ(cache.Get(expiry - absl::Minutes(4))->access_key_id, "ASIA2");
+  EXPECT_EQ(cache.Get(expiry - absl::Minutes(4) + absl::Seconds(5))->access_key_id, "ASIA2");
   EXPECT_EQ(cache.Get(expiry - absl::Seconds(1))->access_key_id, "ASIA2");
   EXPECT_EQ(answers(), 4);
   absl::Status late = cache.Get(expiry).status();
   EXPECT_EQ(late.code(), absl::StatusCode::kPermissionDenied) << late;
   EXPECT_THAT(late.message(), HasSubstr("HTTP 500"));
+  EXPECT_EQ(answers(), 4);  // held since the failure a second before
   // Back, and after Invalidate (a service refused them) asked at once.
   {
     std::lock_guard<std::mutex> l(mu);
     failing = false;
     issued = expiry;
   }
-  EXPECT_EQ(cache.Get(expiry + absl::Seconds(1))->access_key_id, "ASIA6");
-  EXPECT_EQ(cache.Get(expiry + absl::Seconds(2))->access_key_id, "ASIA6");
+  EXPECT_EQ(cache.Get(expiry + absl::Seconds(10))->access_key_id, "ASIA5");
+  EXPECT_EQ(cache.Get(expiry + absl::Seconds(11))->access_key_id, "ASIA5");
   cache.Invalidate();
-  EXPECT_EQ(cache.Get(expiry + absl::Seconds(3))->access_key_id, "ASIA7");
-  EXPECT_EQ(answers(), 7);
+  EXPECT_EQ(cache.Get(expiry + absl::Seconds(12))->access_key_id, "ASIA6");
+  EXPECT_EQ(answers(), 6);
   // Credentials issued with 6 minutes left are kept for half of that, not asked for at each Get.
   const absl::Time t1 = expiry + absl::Minutes(10);
   {
@@ -479,9 +482,9 @@ TEST(AwsCredentialCache, KeepsTemporaryCredentialsUntilJustBeforeTheyExpire) {
     validity = absl::Minutes(6);
   }
   cache.Invalidate();
-  EXPECT_EQ(cache.Get(t1)->access_key_id, "ASIA8");
-  EXPECT_EQ(cache.Get(t1 + absl::Seconds(179))->access_key_id, "ASIA8");
-  EXPECT_EQ(cache.Get(t1 + absl::Seconds(180))->access_key_id, "ASIA9");
+  EXPECT_EQ(cache.Get(t1)->access_key_id, "ASIA7");
+  EXPECT_EQ(cache.Get(t1 + absl::Seconds(179))->access_key_id, "ASIA7");
+  EXPECT_EQ(cache.Get(t1 + absl::Seconds(180))->access_key_id, "ASIA8");
   server.Stop();
   // Keys from the environment have no expiry and are not kept.
   FakeEnvironment() = {{"AWS_ACCESS_KEY_ID", "AKID1"}, {"AWS_SECRET_ACCESS_KEY", "s"}};
@@ -492,9 +495,12 @@ TEST(AwsCredentialCache, KeepsTemporaryCredentialsUntilJustBeforeTheyExpire) {
   FakeEnvironment()["AWS_ACCESS_KEY_ID"] = "AKID2";
   EXPECT_EQ(keys.Get(t0 + absl::Seconds(1))->access_key_id, "AKID2");
   FakeEnvironment() = {{"AWS_ACCESS_KEY_ID", "AKID1"}};
-  EXPECT_THAT(keys.Get(t0).status().message(), HasSubstr("must be set together"));
+  EXPECT_THAT(keys.Get(t0 + absl::Seconds(2)).status().message(),
+              HasSubstr("must be set together"));
   FakeEnvironment().clear();
-  EXPECT_TRUE(keys.Get(t0)->anonymous());
+  EXPECT_THAT(keys.Get(t0 + absl::Seconds(3)).status().message(),
+              HasSubstr("must be set together"));
+  EXPECT_TRUE(keys.Get(t0 + absl::Seconds(12))->anonymous());
 }
 
 TEST(S3List, PagesEntitiesAndErrors) {
