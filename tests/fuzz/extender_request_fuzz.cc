@@ -1,8 +1,9 @@
 // libFuzzer target: the scheduler extender's decoders of untrusted HTTP bodies (ExtenderArgs,
 // ExtenderBindingArgs, ExtenderPreemptionArgs, the gpu-assignment annotation, the API server's pod
-// and node lists, PodDisruptionBudget lists and pod watch events, the kubeconfig it is given, and
-// the admission webhook's AdmissionReview) and the cluster decisions on what they decode must
-// return a value or a Status for any input, never crash, hang or leak.
+// and node lists, PodDisruptionBudget lists and pod watch events, the kubeconfig it is given, what
+// the kubeconfig's exec credential plugin prints, and the admission webhook's AdmissionReview)
+// and the cluster decisions on what they decode must return a value or a Status for any input,
+// never crash, hang or leak.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -12,6 +13,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/time/time.h"
 #include "adapters/k8s/admission.h"
+#include "adapters/k8s/exec_credentials.h"
 #include "adapters/k8s/extender_protocol.h"
 #include "adapters/k8s/kube_client.h"
 #include "placement/gpushare/online_cluster.h"
@@ -64,6 +66,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& b : *budgets) (void)b.Covers(b.ns, "p", b.selector.match_labels);
   }
   (void)adapters::DecodeKubeconfig("kubeconfig", text);
+  for (const char* version : {adapters::kExecCredentialV1, adapters::kExecCredentialV1Beta1}) {
+    (void)adapters::ParseExecCredential(version, text, absl::UnixEpoch());
+  }
   absl::StatusOr<adapters::ExtenderArgs> args = adapters::DecodeExtenderArgs(text);
   if (args.ok()) {
     placement::gpushare::OnlineCluster c(placement::gpushare::MakeTesseraPolicy());

@@ -1105,7 +1105,8 @@ users:
   std::ofstream(dir + "/exec") << "current-context: a\nclusters: [{name: c, cluster: {server: "
                                   "'https://x'}}]\ncontexts: [{name: a, context: {cluster: c, "
                                   "user: u}}]\nusers: [{name: u, user: {exec: {command: aws}}}]\n";
-  EXPECT_THAT(LoadKubeconfig(dir + "/exec").status().message(), HasSubstr("exec"));
+  EXPECT_THAT(std::string(LoadKubeconfig(dir + "/exec").status().message()),
+              HasSubstr("users[0].user.exec.apiVersion: required field is missing"));
   std::ofstream(dir + "/nocontext") << "current-context: missing\ncontexts: []\n";
   EXPECT_THAT(LoadKubeconfig(dir + "/nocontext").status().message(), HasSubstr("missing"));
 }

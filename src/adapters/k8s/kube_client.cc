@@ -1,5 +1,6 @@
 #include "adapters/k8s/kube_client.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -8,9 +9,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "adapters/io/files.h"
+#include "adapters/io/json_text.h"
 #include "adapters/k8s/yaml_reader.h"
 #include "adapters/net/http_client.h"
 #include "base/status.h"
@@ -102,6 +105,128 @@ absl::Status PemDataOrFile(const std::string& kubeconfig, const Field& map, cons
   return absl::OkStatus();
 }
 
+// A YAML value as JSON, as client-go converts a kubeconfig extension for KUBERNETES_EXEC_INFO:
+// plain scalars that read as null, booleans or numbers become those, quoted ones stay strings.
+absl::StatusOr<nlohmann::json> YamlToJson(const Field& f, int depth = 0) {
+  if (depth > static_cast<int>(kMaxJsonDepth)) return f.Error("nested too deep");
+  const YAML::Node& n = f.node();
+  if (!n.IsDefined() || n.IsNull()) return nullptr;
+  if (n.IsSequence()) {
+    nlohmann::json out = nlohmann::json::array();
+    TESSERA_ASSIGN_OR_RETURN(std::vector<Field> items, f.Items());
+    for (const Field& item : items) {
+      TESSERA_ASSIGN_OR_RETURN(nlohmann::json v, YamlToJson(item, depth + 1));
+      out.push_back(std::move(v));
+    }
+    return out;
+  }
+  if (n.IsMap()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& kv : n) {
+      std::string key = kv.first.Scalar();
+      TESSERA_ASSIGN_OR_RETURN(nlohmann::json v, YamlToJson(f.Get(key), depth + 1));
+      out[key] = std::move(v);
+    }
+    return out;
+  }
+  const std::string& text = n.Scalar();
+  if (n.Tag() == "?") {  // plain, not quoted
+    if (text == "true" || text == "false") return text == "true";
+    int64_t i = 0;
+    double d = 0;
+    if (absl::SimpleAtoi(text, &i)) return i;
+    if (absl::SimpleAtod(text, &d) && std::isfinite(d) &&
+        text.find_first_of("0123456789") != std::string::npos) {
+      return d;
+    }
+  }
+  return text;
+}
+
+// The kubeconfig's `users[].user.exec` stanza. What Tessera cannot honour is refused: an
+// apiVersion other than v1 and v1beta1 (v1alpha1 left Kubernetes in 1.24), and interactiveMode
+// Always (a daemon has no terminal to prompt on).
+absl::StatusOr<ExecPlugin> DecodeExec(const std::string& kubeconfig, const std::string& user_name,
+                                      const Field& exec, const Field& cluster,
+                                      const KubeConfig& c) {
+  TESSERA_RETURN_IF_ERROR(exec.RequireMap());
+  TESSERA_RETURN_IF_ERROR(exec.OnlyKeys({"command", "args", "env", "apiVersion", "installHint",
+                                         "provideClusterInfo", "interactiveMode"}));
+  ExecPlugin p;
+  p.user = user_name;
+  TESSERA_ASSIGN_OR_RETURN(p.api_version, exec.Get("apiVersion").String());
+  if (p.api_version != kExecCredentialV1 && p.api_version != kExecCredentialV1Beta1) {
+    return exec.Get("apiVersion")
+        .Error(absl::StrCat(
+            "expected ", kExecCredentialV1, " or ", kExecCredentialV1Beta1, ", found \"",
+            p.api_version, "\"",
+            absl::EndsWith(p.api_version, "/v1alpha1") ? " (removed in Kubernetes 1.24)" : ""));
+  }
+  TESSERA_ASSIGN_OR_RETURN(p.command, exec.Get("command").String());
+  if (p.command.empty()) return exec.Get("command").Error("expected a program, found \"\"");
+  if (p.command.find('/') != std::string::npos && p.command[0] != '/') {
+    // client-go: a relative path is relative to the kubeconfig's directory, a bare name is
+    // looked up in PATH.
+    size_t slash = kubeconfig.rfind('/');
+    if (slash != std::string::npos) p.command = kubeconfig.substr(0, slash + 1) + p.command;
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Field> args, exec.Get("args").Items());
+  for (const Field& a : args) {
+    TESSERA_ASSIGN_OR_RETURN(std::string arg, a.String());
+    p.args.push_back(std::move(arg));
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Field> env, exec.Get("env").Items());
+  for (const Field& e : env) {
+    TESSERA_RETURN_IF_ERROR(e.RequireMap());
+    TESSERA_RETURN_IF_ERROR(e.OnlyKeys({"name", "value"}));
+    TESSERA_ASSIGN_OR_RETURN(std::string name, e.Get("name").String());
+    TESSERA_ASSIGN_OR_RETURN(std::string value, e.Get("value").String());
+    p.env.emplace_back(std::move(name), std::move(value));
+  }
+  TESSERA_ASSIGN_OR_RETURN(p.install_hint, exec.Get("installHint").StringOr(""));
+  Field mode_field = exec.Get("interactiveMode");
+  TESSERA_ASSIGN_OR_RETURN(std::string mode, mode_field.StringOr(""));
+  if (mode.empty() && p.api_version == kExecCredentialV1) {
+    return mode_field.Error(
+        "required with client.authentication.k8s.io/v1; Tessera runs the plugin without a "
+        "terminal, so give Never (or IfAvailable)");
+  }
+  if (!mode.empty() && mode != "Never" && mode != "IfAvailable" && mode != "Always") {
+    return mode_field.Error(
+        absl::StrCat("expected Never, IfAvailable or Always, found \"", mode, "\""));
+  }
+  if (mode == "Always") {
+    return mode_field.Error(
+        "Always: this plugin needs a terminal to prompt on, and Tessera runs it without one; "
+        "use a plugin mode that needs no prompt (e.g. kubelogin's workloadidentity or "
+        "azurecli) and Never");
+  }
+  TESSERA_ASSIGN_OR_RETURN(bool provide_cluster, Bool(exec.Get("provideClusterInfo")));
+  nlohmann::json info = {{"apiVersion", p.api_version},
+                         {"kind", "ExecCredential"},
+                         {"spec", {{"interactive", false}}}};
+  if (provide_cluster) {
+    nlohmann::json cl = {{"server", c.server}};
+    std::string ca = c.ca_data;
+    if (ca.empty() && !c.ca_file.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(ca, ReadFile(c.ca_file));
+    }
+    if (!ca.empty()) cl["certificate-authority-data"] = absl::Base64Escape(ca);
+    if (c.insecure_skip_tls_verify) cl["insecure-skip-tls-verify"] = true;
+    TESSERA_ASSIGN_OR_RETURN(std::vector<Field> extensions, cluster.Get("extensions").Items());
+    for (const Field& x : extensions) {
+      TESSERA_RETURN_IF_ERROR(x.RequireMap());
+      TESSERA_ASSIGN_OR_RETURN(std::string name, x.Get("name").String());
+      if (name == "client.authentication.k8s.io/exec") {
+        TESSERA_ASSIGN_OR_RETURN(cl["config"], YamlToJson(x.Get("extension")));
+      }
+    }
+    info["spec"]["cluster"] = std::move(cl);
+  }
+  p.exec_info = info.dump();
+  return p;
+}
+
 }  // namespace
 
 absl::StatusOr<KubeConfig> InClusterConfig(const std::string& secrets_dir) {
@@ -162,9 +287,10 @@ absl::StatusOr<KubeConfig> DecodeKubeconfig(const std::string& path, absl::strin
                            Named(root, "users", user_name, "user",
                                  absl::StrCat("the user of context \"", context_name, "\"")));
   TESSERA_RETURN_IF_ERROR(RefuseUnsupported(
-      user, {"exec", "auth-provider"},
-      "authentication by exec/auth-provider plugins, which Tessera does not run; use a token, a "
-      "client certificate, or the in-cluster service account"));
+      user, {"auth-provider"},
+      "authentication by an auth-provider, which client-go itself dropped (gcp and azure in "
+      "Kubernetes 1.26); use the provider's exec plugin (gke-gcloud-auth-plugin, kubelogin, an "
+      "OIDC helper), a token, a client certificate, or the in-cluster service account"));
   TESSERA_RETURN_IF_ERROR(RefuseUnsupported(
       user, {"username", "password"},
       "basic authentication, which API servers no longer accept (removed in Kubernetes 1.19); "
@@ -188,6 +314,15 @@ absl::StatusOr<KubeConfig> DecodeKubeconfig(const std::string& path, absl::strin
     return user.Error(has_cert ? "a client certificate without its client-key[-data]"
                                : "a client-key[-data] without its client certificate");
   }
+  Field exec = user.Get("exec");
+  if (exec.present()) {
+    if (has_cert || !c.token.empty() || !c.token_file.empty()) {
+      return exec.Error(absl::StrCat("exec together with ",
+                                     has_cert ? "a client certificate" : "a token",
+                                     "; give the user one way to authenticate"));
+    }
+    TESSERA_ASSIGN_OR_RETURN(c.exec, DecodeExec(path, user_name, exec, cluster, c));
+  }
   return c;
 }
 
@@ -196,13 +331,27 @@ absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path) {
   return DecodeKubeconfig(path, text);
 }
 
-KubeClient::KubeClient(KubeConfig config) : config_(std::move(config)) {}
+KubeClient::KubeClient(KubeConfig config, const Clock* clock)
+    : config_(std::move(config)),
+      own_clock_(clock == nullptr ? std::make_unique<RealClock>() : nullptr),
+      clock_(clock == nullptr ? *own_clock_ : *clock) {
+  if (config_.exec.has_value()) {
+    exec_ = std::make_unique<ExecCredentialSource>(*config_.exec, clock_);
+  }
+}
+
+KubeClient::~KubeClient() = default;
 
 absl::StatusOr<HttpRequest> KubeClient::Prepare(const std::string& method,
                                                 const std::string& path) const {
   std::string token = config_.token;
   if (!config_.token_file.empty()) {
     TESSERA_ASSIGN_OR_RETURN(token, ReadSecretFile(config_.token_file));
+  }
+  ExecCredential from_plugin;
+  if (exec_ != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(from_plugin, exec_->Get());
+    token = from_plugin.token;
   }
   HttpRequest req;
   req.method = method;
@@ -212,24 +361,33 @@ absl::StatusOr<HttpRequest> KubeClient::Prepare(const std::string& method,
   if (!token.empty()) {
     req.headers.push_back("Authorization: Bearer " + token);
   }
-  req.tls = {.ca_file = config_.ca_file,
-             .ca_pem = config_.ca_data,
-             .client_cert_file = config_.client_cert_file,
-             .client_cert_pem = config_.client_cert_data,
-             .client_key_file = config_.client_key_file,
-             .client_key_pem = config_.client_key_data,
-             .insecure_skip_verify = config_.insecure_skip_tls_verify};
+  req.tls = {
+      .ca_file = config_.ca_file,
+      .ca_pem = config_.ca_data,
+      .client_cert_file = config_.client_cert_file,
+      .client_cert_pem = exec_ != nullptr ? from_plugin.client_cert_pem : config_.client_cert_data,
+      .client_key_file = config_.client_key_file,
+      .client_key_pem = exec_ != nullptr ? from_plugin.client_key_pem : config_.client_key_data,
+      .insecure_skip_verify = config_.insecure_skip_tls_verify};
   return req;
 }
 
 absl::StatusOr<KubeResponse> KubeClient::Request(const std::string& method, const std::string& path,
                                                  const std::string& body,
                                                  const std::string& content_type) const {
-  TESSERA_ASSIGN_OR_RETURN(HttpRequest req, Prepare(method, path));
-  req.body = body;
-  req.headers.push_back("Content-Type: " + content_type);
-  TESSERA_ASSIGN_OR_RETURN(HttpResponse r, Fetch(req));
-  return KubeResponse{r.status, std::move(r.body)};
+  for (int attempt = 0;; ++attempt) {
+    TESSERA_ASSIGN_OR_RETURN(HttpRequest req, Prepare(method, path));
+    req.body = body;
+    req.headers.push_back("Content-Type: " + content_type);
+    TESSERA_ASSIGN_OR_RETURN(HttpResponse r, Fetch(req));
+    // 401: the plugin's credentials expired or were revoked before their expirationTimestamp.
+    // The request was not carried out, so once the plugin has run again it is sent again.
+    if (r.status == 401 && exec_ != nullptr) {
+      exec_->Invalidate();
+      if (attempt == 0) continue;
+    }
+    return KubeResponse{r.status, std::move(r.body)};
+  }
 }
 
 absl::StatusOr<KubeResponse> KubeClient::Watch(
@@ -262,6 +420,7 @@ absl::StatusOr<KubeResponse> KubeClient::Watch(
         absl::StrCat("GET ", path, ": a watch event longer than ", kMaxWatchEventBytes, " bytes"));
   }
   if (!r.ok()) return r.status();
+  if (r->status == 401 && exec_ != nullptr) exec_->Invalidate();  // the next watch runs it again
   if (r->status >= 200 && r->status < 300 && !partial.empty() && !on_event(partial)) {
     return absl::CancelledError(absl::StrCat("GET ", path, ": stopped"));  // a last, unended line
   }

@@ -3,8 +3,10 @@
 // from the in-cluster service account (KUBERNETES_SERVICE_HOST/PORT, the token and CA under
 // /var/run/secrets/kubernetes.io/serviceaccount) or a kubeconfig file (its current context:
 // server, certificate-authority[-data], insecure-skip-tls-verify, token / tokenFile,
-// client-certificate[-data] and client-key[-data]). The token is re-read on every request
-// (projected tokens rotate) and never appears in errors.
+// client-certificate[-data] and client-key[-data], or an exec credential plugin: see
+// exec_credentials.h). The token file is re-read on every request (projected tokens rotate); a
+// plugin's credentials are kept until shortly before they expire, and after a 401 the plugin
+// runs again and the request is sent once more. Credentials never appear in errors.
 //
 // Example:
 //   absl::StatusOr<KubeConfig> cfg = LoadKubeconfig("/home/me/.kube/config");
@@ -14,11 +16,15 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "adapters/k8s/exec_credentials.h"
 #include "adapters/net/http_client.h"  // UrlEscape
+#include "base/clock.h"
 
 namespace tessera::adapters {
 
@@ -34,6 +40,7 @@ struct KubeConfig {
   std::string client_key_data;  // PEM
   bool insecure_skip_tls_verify = false;
   int timeout_ms = 10000;
+  std::optional<ExecPlugin> exec;  // credentials from a plugin instead of the fields above
 };
 
 // The in-cluster configuration; FailedPrecondition outside a pod.
@@ -41,9 +48,10 @@ absl::StatusOr<KubeConfig> InClusterConfig(
     const std::string& secrets_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
 // The current context of a kubeconfig file. Errors name the file, line and field, e.g.
 //   kubeconfig:7:3: contexts: no entry named "prod" (current-context); found "dev"
-// Credentials Tessera cannot use (exec and auth-provider plugins, basic authentication,
-// impersonation) and connection settings it does not apply (proxy-url, tls-server-name) are
-// refused rather than ignored. Relative file names are relative to the kubeconfig's directory;
+// Credentials Tessera cannot use (auth-provider, basic authentication, impersonation, an exec
+// plugin beside a token or certificate, or one that must prompt: interactiveMode Always) and
+// connection settings it does not apply (proxy-url, tls-server-name) are refused rather than
+// ignored. Relative file names are relative to the kubeconfig's directory;
 // *-data overrides the file field beside it and token overrides tokenFile, as in kubectl.
 absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path);
 // The same from the file's text (`path` names it in errors).
@@ -56,7 +64,11 @@ struct KubeResponse {
 
 class KubeClient {
  public:
-  explicit KubeClient(KubeConfig config);
+  // `clock` (borrowed; a RealClock when null) dates an exec plugin's credentials.
+  explicit KubeClient(KubeConfig config, const Clock* clock = nullptr);
+  ~KubeClient();
+  KubeClient(const KubeClient&) = delete;
+  KubeClient& operator=(const KubeClient&) = delete;
   const KubeConfig& config() const { return config_; }
 
   // `path` starts with "/api/...". Transport errors are Unavailable; HTTP statuses come back
@@ -80,9 +92,13 @@ class KubeClient {
   static absl::Status Check(const KubeResponse& r, const std::string& what);
 
  private:
-  // Method, URL, credentials and TLS of a request to `path`; the token file is read here.
+  // Method, URL, credentials and TLS of a request to `path`; the token file is read (or the
+  // exec plugin's credentials got) here.
   absl::StatusOr<HttpRequest> Prepare(const std::string& method, const std::string& path) const;
   KubeConfig config_;
+  std::unique_ptr<RealClock> own_clock_;
+  const Clock& clock_;
+  std::unique_ptr<ExecCredentialSource> exec_;  // when config_.exec is set
 };
 
 }  // namespace tessera::adapters

@@ -74,8 +74,9 @@ absl::StatusOr<AccessToken> FetchCloudToken(CloudIdentity identity, const std::s
                                             const char* (*getenv_fn)(const char*) = nullptr);
 
 // What AwsCredentialCache and CloudTokenCache share: the credentials last fetched, kept until
-// RefreshTime from their fetch; fetched again after that, and at every Get when they have no
-// expiry (`expiration` InfiniteFuture: keys from a file, so rotated ones apply at once). When
+// RefreshTime from their fetch; fetched again after that. Ones without an expiry (`expiration`
+// InfiniteFuture) are fetched again at every Get (keys from a file, so rotated ones apply at
+// once), or with `keep_unexpiring` kept until Invalidate (a kubeconfig exec plugin's). When
 // fetching again fails while the kept ones are still valid, those serve. After a failed fetch
 // the next is not tried for kRetryAfterFailure: until then Get answers at once, with the kept
 // credentials while they are valid, else with that failure (an identity endpoint that does not
@@ -86,6 +87,8 @@ inline constexpr absl::Duration kRetryAfterFailure = absl::Seconds(10);
 template <typename T>
 class KeptCredentials {
  public:
+  explicit KeptCredentials(bool keep_unexpiring = false) : keep_unexpiring_(keep_unexpiring) {}
+
   absl::StatusOr<T> Get(absl::Time now, const std::function<absl::StatusOr<T>()>& fetch) {
     MutexLock lock(&mu_);
     if (kept_.has_value() && now < refresh_at_) return *kept_;
@@ -103,7 +106,7 @@ class KeptCredentials {
       return fresh.status();
     }
     failure_ = absl::OkStatus();
-    if (fresh->expiration == absl::InfiniteFuture()) {
+    if (fresh->expiration == absl::InfiniteFuture() && !keep_unexpiring_) {
       kept_.reset();
       return fresh;
     }
@@ -118,6 +121,7 @@ class KeptCredentials {
   }
 
  private:
+  const bool keep_unexpiring_;
   Mutex mu_;
   std::optional<T> kept_ ABSL_GUARDED_BY(mu_);
   absl::Time refresh_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

@@ -1,5 +1,6 @@
-// Test helper: a cpp-httplib server on a free 127.0.0.1 port, serving on its own thread from
-// construction until Stop() or destruction, so a failed assertion never leaves a thread running.
+// Test helper: a cpp-httplib server (http, or https with LocalHttpsServer) on a free 127.0.0.1
+// port, serving on its own thread from construction until Stop() or destruction, so a failed
+// assertion never leaves a thread running.
 //
 // Example:
 //   LocalHttpServer origin([](httplib::Server& s) {
@@ -15,15 +16,23 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace tessera::adapters::testing {
 
-class LocalHttpServer {
+// S is httplib::Server, or httplib::SSLServer for https (its constructor's arguments follow the
+// routes: certificate, key and, to require client certificates, the CA that signs them).
+template <typename S>
+class LocalServer {
  public:
-  explicit LocalHttpServer(const std::function<void(httplib::Server&)>& routes) {
+  template <typename... ServerArgs>
+  explicit LocalServer(const std::function<void(S&)>& routes, ServerArgs&&... server_args)
+      : server_(std::forward<ServerArgs>(server_args)...) {
+    if (!server_.is_valid()) return;  // unreadable certificates: valid() says so, nothing serves
     routes(server_);
     // One request per connection: the client keeps its connection between requests (one curl
     // handle per thread), and an idle kept connection holds stop() for httplib's 5 s keep-alive.
@@ -32,10 +41,11 @@ class LocalHttpServer {
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ~LocalHttpServer() { Stop(); }
-  LocalHttpServer(const LocalHttpServer&) = delete;
-  LocalHttpServer& operator=(const LocalHttpServer&) = delete;
+  ~LocalServer() { Stop(); }
+  LocalServer(const LocalServer&) = delete;
+  LocalServer& operator=(const LocalServer&) = delete;
 
+  bool valid() const { return server_.is_valid(); }
   void Stop() {
     if (!thread_.joinable()) return;
     server_.stop();
@@ -43,13 +53,17 @@ class LocalHttpServer {
   }
   int port() const { return port_; }
   std::string url(absl::string_view path = "") const {
-    return absl::StrCat("http://127.0.0.1:", port_, path);
+    constexpr bool kHttps = !std::is_same_v<S, httplib::Server>;
+    return absl::StrCat(kHttps ? "https" : "http", "://127.0.0.1:", port_, path);
   }
 
  private:
-  httplib::Server server_;
+  S server_;
   std::thread thread_;
   int port_ = 0;
 };
+
+using LocalHttpServer = LocalServer<httplib::Server>;
+using LocalHttpsServer = LocalServer<httplib::SSLServer>;
 
 }  // namespace tessera::adapters::testing

@@ -459,24 +459,13 @@ TEST(PromClient, HttpsWithAPrivateCaAndAClientCertificate) {
   testing::TestCerts pki;
   ASSERT_TRUE(pki.ok()) << pki.error();
   // Requires a client certificate signed by the CA.
-  httplib::SSLServer https(pki.server_cert().c_str(), pki.server_key().c_str(), pki.ca().c_str());
-  ASSERT_TRUE(https.is_valid());
   Recorder seen;
-  seen.Serve(https);
-  https.set_keep_alive_max_count(1);  // as the other test servers: stop() need not wait
-  const int port = https.bind_to_any_port("127.0.0.1");
-  std::thread serving([&] { https.listen_after_bind(); });
-  struct Stop {
-    httplib::SSLServer& s;
-    std::thread& t;
-    ~Stop() {
-      s.stop();
-      t.join();
-    }
-  } stop{https, serving};
-  while (!https.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  testing::LocalHttpsServer https([&](httplib::SSLServer& s) { seen.Serve(s); },
+                                  pki.server_cert().c_str(), pki.server_key().c_str(),
+                                  pki.ca().c_str());
+  ASSERT_TRUE(https.valid());
 
-  PromConfig c = Plain("https://127.0.0.1:" + std::to_string(port));
+  PromConfig c = Plain(https.url());
   c.timeout_ms = 5000;
   c.tls.ca_file = pki.ca();
   c.tls.client_cert_file = pki.client_cert();
