@@ -152,10 +152,18 @@ python3 "$(dirname "${BASH_SOURCE[0]}")/fake_kube_api.py" "$WORK/api-state.json"
 FAKE=$!
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; kill "$FAKE" 2>/dev/null; rm -rf "$WORK"' EXIT
 for _ in $(seq 100); do [ -s "$WORK/api-port" ] && break; sleep 0.1; done
+# The user's token comes from an exec credential plugin (as EKS, GKE and AKS kubeconfigs have
+# it), which logs each run.
+# shellcheck disable=SC2016 # $PLUGIN_LOG is the plugin's, expanded when it runs
+printf '%s\n' '#!/bin/sh' 'echo run >> "$PLUGIN_LOG"' \
+  'echo "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"test-token\"}}"' \
+  >"$WORK/get-token"
+chmod +x "$WORK/get-token"
 printf '%s\n' "apiVersion: v1" "kind: Config" "current-context: test" \
   "clusters: [{name: fake, cluster: {server: \"http://127.0.0.1:$(cat "$WORK/api-port")\"}}]" \
   "contexts: [{name: test, context: {cluster: fake, user: sched}}]" \
-  "users: [{name: sched, user: {token: test-token}}]" >"$WORK/kubeconfig"
+  "users: [{name: sched, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: ./get-token, interactiveMode: Never, env: [{name: PLUGIN_LOG, value: '$WORK/plugin-runs'}]}}}]" \
+  >"$WORK/kubeconfig"
 env -u KUBERNETES_SERVICE_HOST "$TESSERA" scheduler-extender --listen 127.0.0.1:0 \
   --kubeconfig "$WORK/kubeconfig" --preempt-shares 1 --resync 30 2>"$WORK/stderr-preempt" &
 PID=$!
@@ -197,6 +205,15 @@ wait "$PID"
 rc=$?
 PID=""
 check "share preemption: exits 0 on SIGTERM" test "$rc" = 0
+check "the exec plugin ran once for every API call" test "$(wc -l <"$WORK/plugin-runs")" = 1
+# A plugin whose login has expired: the extender cannot list the pods it must restore, and stops
+# with the plugin's own words.
+printf '%s\n' '#!/bin/sh' 'echo "error: the SSO session has expired; run aws sso login" >&2' \
+  'exit 255' >"$WORK/get-token"
+env -u KUBERNETES_SERVICE_HOST "$TESSERA" scheduler-extender --listen 127.0.0.1:0 \
+  --kubeconfig "$WORK/kubeconfig" 2>"$WORK/err"
+check "a failing exec plugin at start: exit 1" test $? = 1
+check "and the error has the plugin's words" grep -q "initial sync from the API: .*exec plugin $WORK/./get-token of kubeconfig user \"sched\": exit status 255: error: the SSO session has expired; run aws sso login" "$WORK/err"
 kill "$FAKE" 2>/dev/null
 
 # Bad inputs: exit 1 with the file named.

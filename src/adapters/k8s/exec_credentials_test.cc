@@ -132,6 +132,21 @@ TEST(ExecCredentials, StanzasTesseraCannotHonourAreRefusedWithTheirLineAndField)
                 HasSubstr(c.message))
         << c.stanza;
   }
+  // A cluster config of a billion values in a few lines of aliases is refused, not built.
+  std::string laughs =
+      "    extensions:\n    - name: client.authentication.k8s.io/exec\n"
+      "      extension:\n        a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i) {
+    laughs += absl::StrCat("        a", i, ": &a", i, " [");
+    for (int j = 0; j < 10; ++j) absl::StrAppend(&laughs, j > 0 ? ", " : "", "*a", i - 1);
+    laughs += "]\n";
+  }
+  std::ofstream(dir + "/config", std::ios::trunc) << ExecKubeconfig(
+      "https://x",
+      "      {" + v1 + ", command: aws, interactiveMode: Never, provideClusterInfo: true}\n",
+      laughs);
+  EXPECT_THAT(std::string(LoadKubeconfig(dir + "/config").status().message()),
+              HasSubstr("too large for an exec plugin's cluster config"));
   // Beside a token: which would be used is not obvious, so neither is.
   std::ofstream(dir + "/config", std::ios::trunc)
       << ExecKubeconfig("https://x", "      {" + v1 + ", command: aws, interactiveMode: Never}\n")

@@ -107,15 +107,17 @@ absl::Status PemDataOrFile(const std::string& kubeconfig, const Field& map, cons
 
 // A YAML value as JSON, as client-go converts a kubeconfig extension for KUBERNETES_EXEC_INFO:
 // plain scalars that read as null, booleans or numbers become those, quoted ones stay strings.
-absl::StatusOr<nlohmann::json> YamlToJson(const Field& f, int depth = 0) {
+// At most `*budget` values: YAML aliases can make a few lines stand for billions of them.
+absl::StatusOr<nlohmann::json> YamlToJson(const Field& f, int* budget, int depth = 0) {
   if (depth > static_cast<int>(kMaxJsonDepth)) return f.Error("nested too deep");
+  if (--*budget < 0) return f.Error("too large for an exec plugin's cluster config");
   const YAML::Node& n = f.node();
   if (!n.IsDefined() || n.IsNull()) return nullptr;
   if (n.IsSequence()) {
     nlohmann::json out = nlohmann::json::array();
     TESSERA_ASSIGN_OR_RETURN(std::vector<Field> items, f.Items());
     for (const Field& item : items) {
-      TESSERA_ASSIGN_OR_RETURN(nlohmann::json v, YamlToJson(item, depth + 1));
+      TESSERA_ASSIGN_OR_RETURN(nlohmann::json v, YamlToJson(item, budget, depth + 1));
       out.push_back(std::move(v));
     }
     return out;
@@ -124,7 +126,7 @@ absl::StatusOr<nlohmann::json> YamlToJson(const Field& f, int depth = 0) {
     nlohmann::json out = nlohmann::json::object();
     for (const auto& kv : n) {
       std::string key = kv.first.Scalar();
-      TESSERA_ASSIGN_OR_RETURN(nlohmann::json v, YamlToJson(f.Get(key), depth + 1));
+      TESSERA_ASSIGN_OR_RETURN(nlohmann::json v, YamlToJson(f.Get(key), budget, depth + 1));
       out[key] = std::move(v);
     }
     return out;
@@ -218,7 +220,8 @@ absl::StatusOr<ExecPlugin> DecodeExec(const std::string& kubeconfig, const std::
       TESSERA_RETURN_IF_ERROR(x.RequireMap());
       TESSERA_ASSIGN_OR_RETURN(std::string name, x.Get("name").String());
       if (name == "client.authentication.k8s.io/exec") {
-        TESSERA_ASSIGN_OR_RETURN(cl["config"], YamlToJson(x.Get("extension")));
+        int budget = 10000;
+        TESSERA_ASSIGN_OR_RETURN(cl["config"], YamlToJson(x.Get("extension"), &budget));
       }
     }
     info["spec"]["cluster"] = std::move(cl);
