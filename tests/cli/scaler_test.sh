@@ -63,11 +63,11 @@ check "located" grep -q "header.yaml:6:.*expected an HTTP header name" "$WORK/er
 # Amazon Managed Service for Prometheus: signing needs credentials from the environment. None
 # there, or a profile that is not in the named file, stops the scaler at once; an STS that does
 # not answer does not (a warning: queries fail until it does).
+no_aws_credentials=(-u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_WEB_IDENTITY_TOKEN_FILE
+  -u AWS_CONTAINER_CREDENTIALS_FULL_URI -u AWS_CONTAINER_CREDENTIALS_RELATIVE_URI
+  -u AWS_SHARED_CREDENTIALS_FILE -u AWS_PROFILE HOME="$WORK")
 config "  sigv4: {region: us-west-2}" >"$WORK/amp.yaml"
-refuse "$WORK/amp.yaml" -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY \
-  -u AWS_WEB_IDENTITY_TOKEN_FILE -u AWS_CONTAINER_CREDENTIALS_FULL_URI \
-  -u AWS_CONTAINER_CREDENTIALS_RELATIVE_URI -u AWS_SHARED_CREDENTIALS_FILE -u AWS_PROFILE \
-  HOME="$WORK"
+refuse "$WORK/amp.yaml" "${no_aws_credentials[@]}"
 check "sigv4 without AWS credentials: exit 1" test $? = 1
 check "  saying where they were looked for" \
   grep -q "amp.yaml: prometheus.sigv4: no AWS credentials in the environment (expected .*IRSA" \
@@ -92,6 +92,19 @@ check_once "$WORK/amp.yaml" -u AWS_WEB_IDENTITY_TOKEN_FILE AWS_ACCESS_KEY_ID=AKI
   AWS_SECRET_ACCESS_KEY=s3cr3t-k3y
 check "--check names where the AWS credentials came from, not the key" \
   bash -c "grep -qx 'credentials AWS (SigV4 for aps in us-west-2) from AWS_ACCESS_KEY_ID, read again at every query' '$WORK/out' && ! grep -q 'AKIDCHECK\\|s3cr3t-k3y' '$WORK/out'"
+# A workspace in another account: queries as a role there (sigv4.roleArn), assumed with the
+# environment's credentials.
+config "  sigv4: {region: us-west-2, roleArn: 'arn:aws:iam::111122223333:role/amp-query'}" \
+  >"$WORK/amp-role.yaml"
+refuse "$WORK/amp-role.yaml" "${no_aws_credentials[@]}"
+check "sigv4.roleArn without AWS credentials to assume it with: exit 1" test $? = 1
+check "  naming the role" \
+  grep -q "prometheus.sigv4: no AWS credentials to assume arn:aws:iam::111122223333:role/amp-query with" "$WORK/err"
+check_once "$WORK/amp-role.yaml" -u AWS_WEB_IDENTITY_TOKEN_FILE AWS_ACCESS_KEY_ID=AKIDCHECK \
+  AWS_SECRET_ACCESS_KEY=s3cr3t-k3y AWS_ENDPOINT_URL_STS=http://127.0.0.1:9
+check "sigv4.roleArn with an STS that does not answer: warned" \
+  grep -q "warning: prometheus.sigv4: STS AssumeRole of arn:aws:iam::111122223333:role/amp-query at http://127.0.0.1:9" \
+  "$WORK/err"
 
 # Azure Monitor and Google Cloud: a token from the pod's cloud identity. Azure's variables
 # missing stop the scaler; a metadata server that does not answer only warns.

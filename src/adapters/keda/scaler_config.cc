@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "adapters/io/files.h"
 #include "adapters/k8s/decoders.h"
 #include "adapters/k8s/yaml_reader.h"
@@ -71,7 +72,7 @@ absl::Status ReadPrometheusAccess(const Field& prom, ScalerConfig& c) {
   }
   if (Field sigv4 = prom.Get("sigv4"); sigv4.present()) {
     TESSERA_RETURN_IF_ERROR(sigv4.RequireMap());
-    TESSERA_RETURN_IF_ERROR(sigv4.OnlyKeys({"region"}));
+    TESSERA_RETURN_IF_ERROR(sigv4.OnlyKeys({"region", "roleArn"}));
     Field region = sigv4.Get("region");
     TESSERA_ASSIGN_OR_RETURN(p.sigv4_region, region.String());
     // AWS region names: lower-case letters, digits and '-' (us-west-2, eu-central-1).
@@ -81,6 +82,20 @@ absl::Status ReadPrometheusAccess(const Field& prom, ScalerConfig& c) {
         })) {
       return region.Error(
           absl::StrCat("expected an AWS region such as us-west-2, found \"", p.sigv4_region, "\""));
+    }
+    // An IAM role ARN: arn:PARTITION:iam::ACCOUNT:role/PATH/NAME (aws, aws-cn, aws-us-gov).
+    Field role = sigv4.Get("roleArn");
+    TESSERA_ASSIGN_OR_RETURN(p.sigv4_role_arn, role.StringOr(""));
+    if (role.present()) {
+      std::vector<std::string> parts = absl::StrSplit(p.sigv4_role_arn, absl::MaxSplits(':', 5));
+      if (parts.size() != 6 || parts[0] != "arn" || !absl::StartsWith(parts[1], "aws") ||
+          parts[2] != "iam" || !parts[3].empty() || parts[4].size() != 12 ||
+          !std::all_of(parts[4].begin(), parts[4].end(), absl::ascii_isdigit) ||
+          !absl::StartsWith(parts[5], "role/") || parts[5].size() <= 5) {
+        return role.Error(absl::StrCat(
+            "expected an IAM role ARN such as arn:aws:iam::111122223333:role/amp-query, found \"",
+            p.sigv4_role_arn, "\""));
+      }
     }
   }
   if (Field google = prom.Get("googleWorkloadIdentity"); google.present()) {

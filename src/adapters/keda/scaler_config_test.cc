@@ -208,8 +208,22 @@ TEST(ScalerConfig, PrometheusBehindAuthenticationAndTls) {
                         "us-west-2, found \"US West\""));
   EXPECT_THAT(err("prometheus:\n  url: http://p\n  sigv4: {}\n"),
               HasSubstr("prometheus.sigv4.region"));
-  EXPECT_THAT(err("prometheus:\n  url: http://p\n  sigv4: {region: us-west-2, roleArn: x}\n"),
-              HasSubstr("roleArn"));
+  EXPECT_TRUE(c->prometheus.sigv4_role_arn.empty());
+  // A workspace in another account: queried as a role there.
+  c = WithPrometheus(
+      "prometheus:\n  url: http://p\n  sigv4: {region: us-west-2, roleArn: "
+      "'arn:aws:iam::111122223333:role/monitoring/amp-query'}\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->prometheus.sigv4_role_arn, "arn:aws:iam::111122223333:role/monitoring/amp-query");
+  for (const char* bad : {"x", "arn:aws:iam::1111:role/r", "arn:aws:iam::111122223333:user/u",
+                          "arn:aws:s3:::bucket", "arn:aws:iam::111122223333:role/"}) {
+    EXPECT_THAT(err(absl::StrCat("prometheus:\n  url: http://p\n  sigv4: {region: us-west-2, "
+                                 "roleArn: '",
+                                 bad, "'}\n")),
+                HasSubstr(absl::StrCat("prometheus.sigv4.roleArn: expected an IAM role ARN such as "
+                                       "arn:aws:iam::111122223333:role/amp-query, found \"",
+                                       bad, "\"")));
+  }
   EXPECT_THAT(err("prometheus:\n  url: http://p\n  bearerTokenFile: /t\n"
                   "  sigv4: {region: us-west-2}\n"),
               HasSubstr("s.yaml:6:10: prometheus.sigv4: give one of bearerTokenFile, basicAuth, "

@@ -223,23 +223,23 @@ absl::StatusOr<AwsCredentials> ParseContainerCredentials(const std::string& body
   return c;
 }
 
-absl::StatusOr<AwsCredentials> ParseAssumeRoleWithWebIdentity(const std::string& xml) {
+absl::StatusOr<AwsCredentials> ParseStsCredentials(const std::string& action,
+                                                   const std::string& xml) {
   if (std::string err = S3ErrorSummary(xml); !err.empty()) {
-    return absl::PermissionDeniedError(absl::StrCat("STS AssumeRoleWithWebIdentity: ", err));
+    return absl::PermissionDeniedError(absl::StrCat("STS ", action, ": ", err));
   }
   absl::StatusOr<std::string> creds = XmlText(xml, "Credentials");
   if (!creds.ok()) {
     return absl::InvalidArgumentError(
-        "STS AssumeRoleWithWebIdentity: expected a <Credentials> element in the answer");
+        absl::StrCat("STS ", action, ": expected a <Credentials> element in the answer"));
   }
   AwsCredentials c;
   absl::StatusOr<std::string> id = XmlText(*creds, "AccessKeyId");
   absl::StatusOr<std::string> secret = XmlText(*creds, "SecretAccessKey");
   absl::StatusOr<std::string> token = XmlText(*creds, "SessionToken");
   if (!id.ok() || !secret.ok() || !token.ok() || id->empty() || secret->empty()) {
-    return absl::InvalidArgumentError(
-        "STS AssumeRoleWithWebIdentity: <Credentials> needs AccessKeyId, SecretAccessKey and "
-        "SessionToken");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "STS ", action, ": <Credentials> needs AccessKeyId, SecretAccessKey and SessionToken"));
   }
   c.access_key_id = *id;
   c.secret_access_key = *secret;
@@ -269,6 +269,26 @@ absl::StatusOr<AwsCredentials> AskForCredentials(
   return c;
 }
 
+// The regional STS endpoint, or AWS_ENDPOINT_URL_STS, without a trailing '/'.
+std::string StsEndpoint(const std::function<std::string(const char*)>& env,
+                        const std::string& region) {
+  std::string endpoint = env("AWS_ENDPOINT_URL_STS");
+  if (endpoint.empty()) endpoint = absl::StrCat("https://sts.", region, ".amazonaws.com");
+  while (absl::EndsWith(endpoint, "/")) endpoint.pop_back();
+  return endpoint;
+}
+
+absl::StatusOr<AwsCredentials> ParseAssumeRole(const std::string& xml) {
+  return ParseStsCredentials("AssumeRole", xml);
+}
+
+std::function<std::string(const char*)> Environment(const char* (*getenv_fn)(const char*)) {
+  return [getenv_fn](const char* name) -> std::string {
+    const char* v = getenv_fn != nullptr ? getenv_fn(name) : std::getenv(name);
+    return v != nullptr ? std::string(v) : std::string();
+  };
+}
+
 // IRSA: exchanges the service account's projected token for role credentials.
 absl::StatusOr<AwsCredentials> WebIdentityCredentials(
     const std::function<std::string(const char*)>& env, const std::string& region,
@@ -276,9 +296,7 @@ absl::StatusOr<AwsCredentials> WebIdentityCredentials(
   TESSERA_ASSIGN_OR_RETURN(
       std::string token,
       ReadCredentialFile("AWS_WEB_IDENTITY_TOKEN_FILE", env("AWS_WEB_IDENTITY_TOKEN_FILE")));
-  std::string endpoint = env("AWS_ENDPOINT_URL_STS");
-  if (endpoint.empty()) endpoint = absl::StrCat("https://sts.", region, ".amazonaws.com");
-  while (absl::EndsWith(endpoint, "/")) endpoint.pop_back();
+  const std::string endpoint = StsEndpoint(env, region);
   std::string session = env("AWS_ROLE_SESSION_NAME");
   if (session.empty()) session = session_name;
   HttpRequest req;
@@ -336,10 +354,7 @@ absl::StatusOr<AwsCredentials> ContainerCredentials(
 absl::StatusOr<AwsCredentials> AwsCredentialsFromEnvironment(
     const std::string& region, const std::string& session_name,
     const char* (*getenv_fn)(const char*)) {
-  auto env = [getenv_fn](const char* name) -> std::string {
-    const char* v = getenv_fn != nullptr ? getenv_fn(name) : std::getenv(name);
-    return v != nullptr ? std::string(v) : std::string();
-  };
+  const std::function<std::string(const char*)> env = Environment(getenv_fn);
   AwsCredentials c;
   c.access_key_id = env("AWS_ACCESS_KEY_ID");
   c.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
@@ -378,9 +393,8 @@ absl::StatusOr<AwsCredentials> AwsCredentialsFromEnvironment(
   if (c.anonymous() && !env("AWS_WEB_IDENTITY_TOKEN_FILE").empty() &&
       !env("AWS_ROLE_ARN").empty()) {
     TESSERA_ASSIGN_OR_RETURN(c, WebIdentityCredentials(env, region, session_name));
-    std::string sts = env("AWS_ENDPOINT_URL_STS");
-    if (sts.empty()) sts = absl::StrCat("https://sts.", region, ".amazonaws.com");
-    c.source = absl::StrCat("IRSA: role ", env("AWS_ROLE_ARN"), " through STS at ", sts);
+    c.source = absl::StrCat("IRSA: role ", env("AWS_ROLE_ARN"), " through STS at ",
+                            StsEndpoint(env, region));
   }
   if (c.anonymous() && (!env("AWS_CONTAINER_CREDENTIALS_FULL_URI").empty() ||
                         !env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI").empty())) {
@@ -390,12 +404,43 @@ absl::StatusOr<AwsCredentials> AwsCredentialsFromEnvironment(
   return c;
 }
 
+absl::StatusOr<AwsCredentials> AssumeRole(const AwsCredentials& base, const std::string& role_arn,
+                                          const std::string& region,
+                                          const std::string& session_name, absl::Time now,
+                                          const char* (*getenv_fn)(const char*)) {
+  const std::string endpoint = StsEndpoint(Environment(getenv_fn), region);
+  HttpRequest req;
+  req.method = "POST";
+  req.url = endpoint + "/";
+  req.timeout_ms = 10000;
+  const std::string content_type = "application/x-www-form-urlencoded";
+  req.headers = {"Content-Type: " + content_type, "Accept: application/xml"};
+  req.body = absl::StrCat("Action=AssumeRole&Version=2011-06-15&RoleArn=", UrlEscape(role_arn),
+                          "&RoleSessionName=", UrlEscape(session_name));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> signature,
+                           SignV4("POST", req.url, {{"content-type", content_type}},
+                                  Sha256Hex(req.body), base, region, "sts", now));
+  req.headers.insert(req.headers.end(), signature.begin(), signature.end());
+  const std::string what = absl::StrCat("STS AssumeRole of ", role_arn, " at ", endpoint);
+  TESSERA_ASSIGN_OR_RETURN(AwsCredentials c, AskForCredentials(req, what, ParseAssumeRole));
+  c.source = absl::StrCat(what, ", with credentials from ", base.source);
+  return c;
+}
+
+absl::StatusOr<AwsCredentials> AwsCredentialCache::Fetch(absl::Time now) const {
+  TESSERA_ASSIGN_OR_RETURN(AwsCredentials base,
+                           AwsCredentialsFromEnvironment(region_, session_name_, getenv_fn_));
+  if (role_arn_.empty()) return base;
+  if (base.anonymous()) {
+    return absl::InvalidArgumentError(absl::StrCat("no AWS credentials to assume ", role_arn_,
+                                                   " with (expected ", kAwsCredentialSources, ")"));
+  }
+  return AssumeRole(base, role_arn_, region_, session_name_, now, getenv_fn_);
+}
+
 absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
                                          const char* (*getenv_fn)(const char*)) {
-  auto env = [getenv_fn](const char* name) -> std::string {
-    const char* v = getenv_fn != nullptr ? getenv_fn(name) : std::getenv(name);
-    return v != nullptr ? std::string(v) : std::string();
-  };
+  const std::function<std::string(const char*)> env = Environment(getenv_fn);
   if (!absl::StartsWith(source, "s3://")) {
     return absl::InvalidArgumentError(
         absl::StrCat("source ", source, ": expected s3://BUCKET/PREFIX"));

@@ -81,9 +81,14 @@ absl::StatusOr<AwsCredentials> ParseSharedCredentials(const std::string& text,
 // error.
 absl::StatusOr<AwsCredentials> ParseContainerCredentials(const std::string& body);
 
-// The credentials in an STS AssumeRoleWithWebIdentity answer (<Credentials> with <AccessKeyId>,
-// <SecretAccessKey>, <SessionToken>, <Expiration>), or the <Error>'s code and message.
-absl::StatusOr<AwsCredentials> ParseAssumeRoleWithWebIdentity(const std::string& xml);
+// The credentials in an STS answer to `action` (AssumeRoleWithWebIdentity, AssumeRole):
+// <Credentials> with <AccessKeyId>, <SecretAccessKey>, <SessionToken>, <Expiration>, or the
+// <Error>'s code and message.
+absl::StatusOr<AwsCredentials> ParseStsCredentials(const std::string& action,
+                                                   const std::string& xml);
+inline absl::StatusOr<AwsCredentials> ParseAssumeRoleWithWebIdentity(const std::string& xml) {
+  return ParseStsCredentials("AssumeRoleWithWebIdentity", xml);
+}
 
 // Where AwsCredentialsFromEnvironment looks, for a message saying it found nothing.
 inline constexpr char kAwsCredentialSources[] =
@@ -109,32 +114,50 @@ absl::StatusOr<AwsCredentials> AwsCredentialsFromEnvironment(
     const std::string& region, const std::string& session_name,
     const char* (*getenv_fn)(const char*) = nullptr);
 
+// STS AssumeRole: an hour's credentials of `role_arn` (session `session_name`), asked for with
+// `base` (the request signed with SigV4 for "sts" in `region`) at AWS_ENDPOINT_URL_STS or
+// https://sts.REGION.amazonaws.com: for a role in another account, such as one that may query
+// a central Amazon Managed Service for Prometheus workspace. Their `source` names the role, the
+// endpoint and base's source. Errors: Unavailable when STS does not answer, PermissionDenied
+// with its error code and message when it refuses (the base identity may not assume the role,
+// or the role does not trust it).
+absl::StatusOr<AwsCredentials> AssumeRole(const AwsCredentials& base, const std::string& role_arn,
+                                          const std::string& region,
+                                          const std::string& session_name, absl::Time now,
+                                          const char* (*getenv_fn)(const char*) = nullptr);
+
 // AwsCredentialsFromEnvironment for a client that signs often (the scaler's queries, several a
 // second): credentials with an expiry (STS's, a container endpoint's) are kept until RefreshTime
 // (adapters/net/cloud_tokens.h: 5 minutes before it, or halfway there), so the endpoints are
 // asked about once an hour rather than once a query; everything else (keys from the environment or
 // a file) is read again at each Get, so rotated keys apply at once. When asking again fails while
-// the kept credentials are still valid, those are used. Thread-safe; one request to an endpoint at
-// a time.
+// the kept credentials are still valid, those are used. With `role_arn`, what Get returns are
+// that role's credentials (AssumeRole), asked for with the environment's when they are due.
+// Thread-safe; one request to an endpoint at a time.
 class AwsCredentialCache {
  public:
   AwsCredentialCache(std::string region, std::string session_name,
-                     const char* (*getenv_fn)(const char*) = nullptr)
-      : region_(std::move(region)), session_name_(std::move(session_name)), getenv_fn_(getenv_fn) {}
+                     const char* (*getenv_fn)(const char*) = nullptr, std::string role_arn = "")
+      : region_(std::move(region)),
+        session_name_(std::move(session_name)),
+        getenv_fn_(getenv_fn),
+        role_arn_(std::move(role_arn)) {}
   AwsCredentialCache(const AwsCredentialCache&) = delete;
   AwsCredentialCache& operator=(const AwsCredentialCache&) = delete;
 
   absl::StatusOr<AwsCredentials> Get(absl::Time now) {
-    return kept_.Get(
-        now, [&] { return AwsCredentialsFromEnvironment(region_, session_name_, getenv_fn_); });
+    return kept_.Get(now, [&] { return Fetch(now); });
   }
   // Forgets kept credentials (a service answered that they expired or were revoked).
   void Invalidate() { kept_.Invalidate(); }
 
  private:
+  absl::StatusOr<AwsCredentials> Fetch(absl::Time now) const;
+
   const std::string region_;
   const std::string session_name_;
   const char* (*const getenv_fn_)(const char*);
+  const std::string role_arn_;
   KeptCredentials<AwsCredentials> kept_;
 };
 

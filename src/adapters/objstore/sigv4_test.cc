@@ -503,6 +503,107 @@ TEST(AwsCredentialCache, KeepsTemporaryCredentialsUntilJustBeforeTheyExpire) {
   EXPECT_TRUE(keys.Get(t0 + absl::Seconds(12))->anonymous());
 }
 
+TEST(AwsCredentialCache, AssumesARoleInAnotherAccountWithTheEnvironmentsCredentials) {
+  // An STS stand-in that checks each AssumeRole request's signature (recomputed with the base
+  // keys over what it received) and answers credentials valid for an hour, numbered; or refuses.
+  std::mutex mu;
+  int asked = 0;
+  bool refuse = false;
+  std::string body;
+  std::string signature_check;
+  LocalHttpServer sts([&](httplib::Server& srv) {
+    srv.Post("/", [&](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu);
+      ++asked;
+      body = req.body;
+      absl::Time date;
+      std::string err;
+      if (!absl::ParseTime("%E4Y%m%dT%H%M%SZ", req.get_header_value("x-amz-date"), &date, &err)) {
+        signature_check = "no x-amz-date";
+      } else {
+        AwsCredentials base;
+        base.access_key_id = "AKIDBASE";
+        base.secret_access_key = "base-secret";
+        absl::StatusOr<std::vector<std::string>> expected =
+            SignV4("POST", absl::StrCat("http://", req.get_header_value("Host"), "/"),
+                   {{"content-type", req.get_header_value("Content-Type")}}, Sha256Hex(req.body),
+                   base, "us-west-2", "sts", date);
+        std::string authorization = "Authorization: " + req.get_header_value("Authorization");
+        signature_check = expected.ok() && (*expected)[0] == authorization
+                              ? "ok"
+                              : absl::StrCat("expected ", expected.ok() ? (*expected)[0] : "-",
+                                             ", got ", authorization);
+      }
+      if (refuse) {
+        res.status = 403;
+        res.set_content(
+            "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>User: "
+            "arn:aws:iam::444455556666:user/ci is not authorized to perform: sts:AssumeRole on "
+            "resource: arn:aws:iam::111122223333:role/amp-query</Message></Error></ErrorResponse>",
+            "text/xml");
+        return;
+      }
+      res.set_content(
+          absl::StrCat(
+              "<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>ASIAROLE", asked,
+              "</AccessKeyId><SecretAccessKey>role-secret</SecretAccessKey>",
+              "<SessionToken>role-token</SessionToken><Expiration>",
+              absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", date + absl::Hours(1), absl::UTCTimeZone()),
+              "</Expiration></Credentials></AssumeRoleResult></AssumeRoleResponse>"),
+          "text/xml");
+    });
+  });
+  auto seen = [&] {
+    std::lock_guard<std::mutex> l(mu);
+    return absl::StrCat(asked, " ", signature_check);
+  };
+  FakeEnvironment() = {{"AWS_ACCESS_KEY_ID", "AKIDBASE"},
+                       {"AWS_SECRET_ACCESS_KEY", "base-secret"},
+                       {"AWS_ENDPOINT_URL_STS", sts.url("/")}};
+  const std::string role = "arn:aws:iam::111122223333:role/amp-query";
+  AwsCredentialCache cache("us-west-2", "tessera-test", FakeGetenv, role);
+  const absl::Time t0 = absl::FromUnixSeconds(1796968000);  // 2026-12-11T05:46:40Z
+  absl::StatusOr<AwsCredentials> c = cache.Get(t0);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->access_key_id, "ASIAROLE1");
+  EXPECT_EQ(c->session_token, "role-token");
+  EXPECT_EQ(c->expiration, t0 + absl::Hours(1));
+  EXPECT_EQ(c->source, absl::StrCat("STS AssumeRole of ", role, " at ", sts.url(),
+                                    ", with credentials from AWS_ACCESS_KEY_ID"));
+  EXPECT_EQ(seen(), "1 ok");
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_EQ(body,
+              "Action=AssumeRole&Version=2011-06-15&RoleArn=arn%3Aaws%3Aiam%3A%3A111122223333%3A"
+              "role%2Famp-query&RoleSessionName=tessera-test");
+  }
+  // Kept like any temporary credentials: not asked again for 55 minutes.
+  EXPECT_EQ(cache.Get(t0 + absl::Minutes(54))->access_key_id, "ASIAROLE1");
+  EXPECT_EQ(cache.Get(t0 + absl::Minutes(55))->access_key_id, "ASIAROLE2");
+  EXPECT_EQ(seen(), "2 ok");
+  // The role does not trust the base identity: STS's own words.
+  {
+    std::lock_guard<std::mutex> l(mu);
+    refuse = true;
+  }
+  cache.Invalidate();
+  absl::Status denied = cache.Get(t0 + absl::Minutes(56)).status();
+  EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied) << denied;
+  EXPECT_THAT(std::string(denied.message()),
+              HasSubstr(absl::StrCat("STS AssumeRole of ", role, " at ", sts.url(),
+                                     ": HTTP 403 (STS AssumeRole: AccessDenied: User: "
+                                     "arn:aws:iam::444455556666:user/ci is not authorized")));
+  EXPECT_THAT(std::string(denied.message()), Not(HasSubstr("base-secret")));
+  // Nothing to assume it with.
+  FakeEnvironment() = {{"AWS_ENDPOINT_URL_STS", sts.url("/")}};
+  AwsCredentialCache nothing("us-west-2", "tessera-test", FakeGetenv, role);
+  absl::Status none = nothing.Get(t0).status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(none.message()),
+              HasSubstr(absl::StrCat("no AWS credentials to assume ", role, " with (expected")));
+  FakeEnvironment().clear();
+}
+
 TEST(S3List, PagesEntitiesAndErrors) {
   absl::StatusOr<S3ListPage> p = ParseListObjectsV2(
       "<?xml version=\"1.0\"?><ListBucketResult><Name>b</Name><Prefix>m/</Prefix>"

@@ -170,8 +170,8 @@ PromClient::PromClient(PromConfig config, const Clock* clock) : config_(std::mov
   static const RealClock real_clock;
   clock_ = clock != nullptr ? clock : &real_clock;
   if (!config_.sigv4_region.empty()) {
-    aws_ = std::make_shared<objstore::AwsCredentialCache>(config_.sigv4_region, "tessera-scaler",
-                                                          config_.getenv_fn);
+    aws_ = std::make_shared<objstore::AwsCredentialCache>(
+        config_.sigv4_region, "tessera-scaler", config_.getenv_fn, config_.sigv4_role_arn);
   }
   if (config_.cloud_identity.has_value()) {
     cloud_ = std::make_shared<CloudTokenCache>(*config_.cloud_identity, config_.cloud_scope,

@@ -64,6 +64,9 @@ struct PromConfig {
   // = off. Credentials come from the environment, read through `getenv_fn` (nullptr: the
   // process's; tests give their own).
   std::string sigv4_region;
+  // With sigv4_region: query as this IAM role (STS AssumeRole with the environment's
+  // credentials), e.g. one of the account that holds the workspace; "" = as the environment's.
+  std::string sigv4_role_arn;
   // Send a bearer token from the pod's cloud identity (CloudTokenCache); nullopt = off. Azure
   // asks for `cloud_scope`.
   std::optional<CloudIdentity> cloud_identity;
