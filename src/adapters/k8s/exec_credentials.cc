@@ -1,9 +1,11 @@
 #include "adapters/k8s/exec_credentials.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "adapters/io/files.h"
 #include "adapters/io/json_text.h"
 #include "adapters/io/subprocess.h"
 #include "base/status.h"
@@ -113,7 +115,19 @@ absl::StatusOr<ExecCredential> RunExecPlugin(const ExecPlugin& plugin, const Clo
   spec.argv.push_back(plugin.command);
   spec.argv.insert(spec.argv.end(), plugin.args.begin(), plugin.args.end());
   spec.env = plugin.env;
-  spec.env.emplace_back("KUBERNETES_EXEC_INFO", plugin.exec_info);
+  std::string exec_info = plugin.exec_info;
+  if (!plugin.cluster_ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadFile(plugin.cluster_ca_file);
+    if (!ca.ok()) {
+      return absl::Status(ca.status().code(),
+                          absl::StrCat(who, "the cluster's CA: ", ca.status().message()));
+    }
+    nlohmann::json info = nlohmann::json::parse(exec_info, nullptr, /*allow_exceptions=*/false);
+    if (!info.is_object()) return absl::InternalError(absl::StrCat(who, "no KUBERNETES_EXEC_INFO"));
+    info["spec"]["cluster"]["certificate-authority-data"] = absl::Base64Escape(*ca);
+    exec_info = info.dump();
+  }
+  spec.env.emplace_back("KUBERNETES_EXEC_INFO", exec_info);
   spec.timeout = plugin.timeout;
   absl::StatusOr<ProcessResult> r = RunProcess(spec, clock);
   if (!r.ok()) {

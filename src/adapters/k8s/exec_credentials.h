@@ -42,8 +42,11 @@ struct ExecPlugin {
   std::string api_version;  // kExecCredentialV1 or kExecCredentialV1Beta1
   std::string install_hint;
   // KUBERNETES_EXEC_INFO, built when the kubeconfig is read (spec.cluster included when
-  // provideClusterInfo is true).
+  // provideClusterInfo is true)...
   std::string exec_info;
+  // ...but for the cluster's certificate-authority file, read at each run into
+  // spec.cluster.certificate-authority-data ("" for none, or when the CA is inline).
+  std::string cluster_ca_file;
   absl::Duration timeout = absl::Seconds(30);
 };
 

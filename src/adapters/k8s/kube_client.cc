@@ -209,11 +209,9 @@ absl::StatusOr<ExecPlugin> DecodeExec(const std::string& kubeconfig, const std::
                          {"spec", {{"interactive", false}}}};
   if (provide_cluster) {
     nlohmann::json cl = {{"server", c.server}};
-    std::string ca = c.ca_data;
-    if (ca.empty() && !c.ca_file.empty()) {
-      TESSERA_ASSIGN_OR_RETURN(ca, ReadFile(c.ca_file));
-    }
-    if (!ca.empty()) cl["certificate-authority-data"] = absl::Base64Escape(ca);
+    // A CA file is read when the plugin runs (RunExecPlugin), as KubeClient reads it per request.
+    if (!c.ca_data.empty()) cl["certificate-authority-data"] = absl::Base64Escape(c.ca_data);
+    p.cluster_ca_file = c.ca_file;
     if (c.insecure_skip_tls_verify) cl["insecure-skip-tls-verify"] = true;
     TESSERA_ASSIGN_OR_RETURN(std::vector<Field> extensions, cluster.Get("extensions").Items());
     for (const Field& x : extensions) {
