@@ -67,6 +67,7 @@ TEST(ExecCredentials, KubeconfigStanzaAndWhatThePluginIsGiven) {
         apt-get install get-token
 )",
       R"(    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==
+    proxy-url: socks5://bastion:1080
     extensions:
     - name: other
       extension: {ignored: 1}
@@ -89,9 +90,11 @@ TEST(ExecCredentials, KubeconfigStanzaAndWhatThePluginIsGiven) {
     "spec": {"interactive": false, "cluster": {
       "server": "https://10.0.0.1:6443",
       "certificate-authority-data": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==",
+      "proxy-url": "socks5://bastion:1080",
       "config": {"audience": "06e3fbd18de8", "port": 443, "quoted": "443", "on": true,
                  "none": null, "ratio": 0.5, "list": [1, "a"]}}}})"));
   EXPECT_TRUE(c->token.empty());
+  EXPECT_EQ(c->proxy_url, "socks5://bastion:1080");
 
   // Without provideClusterInfo, v1beta1 (interactiveMode defaults to IfAvailable), a bare name.
   std::ofstream(dir + "/beta") << ExecKubeconfig(

@@ -1145,8 +1145,12 @@ TEST(ExtenderProtocol, KubeconfigErrorsNameFileLineAndField) {
        "certificate-authority-data: '%%%'}}]\ncontexts: [{name: a, context: {cluster: c}}]\n",
        "certificate-authority-data: invalid base64"},
       {"current-context: a\nclusters: [{name: c, cluster: {server: 'https://x', proxy-url: "
-       "'http://p:3128'}}]\ncontexts: [{name: a, context: {cluster: c}}]\n",
-       "clusters[0].cluster.proxy-url: Tessera does not support this cluster field"},
+       "'p:3128'}}]\ncontexts: [{name: a, context: {cluster: c}}]\n",
+       "clusters[0].cluster.proxy-url: expected an http://, https:// or socks5:// URL, found "
+       "\"p:3128\""},
+      {"current-context: a\nclusters: [{name: c, cluster: {server: 'https://x', "
+       "tls-server-name: kube}}]\ncontexts: [{name: a, context: {cluster: c}}]\n",
+       "clusters[0].cluster.tls-server-name: Tessera does not support this cluster field"},
       {ok_head + "contexts: [{name: a, context: {cluster: c, user: u}}]\nusers: []\n",
        "users: no entry named \"u\" (the user of context \"a\"); found none"},
       {ok_head + "contexts: [{name: a, context: {cluster: c, user: u}}]\n",
@@ -2290,6 +2294,32 @@ TEST(Extender, SyncForgetsNodesThatLeft) {
 
 // A watch stream is cut into its lines wherever the pieces fall, and a last line the server did
 // not end with a newline is handed over too.
+TEST(KubeClient, GoesThroughTheKubeconfigsProxyUrl) {
+  // A forward proxy is sent the absolute URL (RFC 9112's absolute-form); this one answers
+  // itself. The API server's name does not resolve, so only the proxy can have answered.
+  std::mutex mu;
+  std::string target;
+  testing::LocalHttpServer proxy([&](httplib::Server& s) {
+    s.Get(R"(http://.*)", [&](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu);
+      target = req.path;
+      res.set_content(R"({"kind":"NodeList","items":[]})", "application/json");
+    });
+  });
+  absl::StatusOr<KubeConfig> cfg = DecodeKubeconfig(
+      "kc", absl::StrCat("current-context: a\nclusters: [{name: c, cluster: {server: "
+                         "'http://kube.invalid:6443', proxy-url: '",
+                         proxy.url(), "'}}]\ncontexts: [{name: a, context: {cluster: c}}]\n"));
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->proxy_url, proxy.url());
+  KubeClient kube(*cfg);
+  absl::StatusOr<KubeResponse> r = kube.Get("/api/v1/nodes");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_EQ(target, "http://kube.invalid:6443/api/v1/nodes");
+}
+
 TEST(KubeClient, WatchHandsOverEveryLine) {
   testing::LocalHttpServer server([](httplib::Server& s) {
     s.Get("/api/v1/pods", [](const httplib::Request&, httplib::Response& res) {

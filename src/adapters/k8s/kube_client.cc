@@ -213,6 +213,7 @@ absl::StatusOr<ExecPlugin> DecodeExec(const std::string& kubeconfig, const std::
     if (!c.ca_data.empty()) cl["certificate-authority-data"] = absl::Base64Escape(c.ca_data);
     p.cluster_ca_file = c.ca_file;
     if (c.insecure_skip_tls_verify) cl["insecure-skip-tls-verify"] = true;
+    if (!c.proxy_url.empty()) cl["proxy-url"] = c.proxy_url;
     TESSERA_ASSIGN_OR_RETURN(std::vector<Field> extensions, cluster.Get("extensions").Items());
     for (const Field& x : extensions) {
       TESSERA_RETURN_IF_ERROR(x.RequireMap());
@@ -264,8 +265,8 @@ absl::StatusOr<KubeConfig> DecodeKubeconfig(const std::string& path, absl::strin
                            Named(root, "clusters", cluster_name, "cluster",
                                  absl::StrCat("the cluster of context \"", context_name, "\"")));
   TESSERA_RETURN_IF_ERROR(RefuseUnsupported(
-      cluster, {"proxy-url", "tls-server-name"},
-      "Tessera does not support this cluster field; reach the API server directly by a name its "
+      cluster, {"tls-server-name"},
+      "Tessera does not support this cluster field; reach the API server by a name its "
       "certificate holds"));
   KubeConfig c;
   TESSERA_ASSIGN_OR_RETURN(c.server, cluster.Get("server").String());
@@ -280,6 +281,14 @@ absl::StatusOr<KubeConfig> DecodeKubeconfig(const std::string& path, absl::strin
       PemDataOrFile(path, cluster, "certificate-authority", &c.ca_data, &c.ca_file));
   TESSERA_ASSIGN_OR_RETURN(c.insecure_skip_tls_verify,
                            Bool(cluster.Get("insecure-skip-tls-verify")));
+  // client-go takes http, https and socks5 proxies here; libcurl speaks all three.
+  Field proxy = cluster.Get("proxy-url");
+  TESSERA_ASSIGN_OR_RETURN(c.proxy_url, proxy.StringOr(""));
+  if (proxy.present() && !absl::StartsWith(c.proxy_url, "http://") &&
+      !absl::StartsWith(c.proxy_url, "https://") && !absl::StartsWith(c.proxy_url, "socks5://")) {
+    return proxy.Error(absl::StrCat("expected an http://, https:// or socks5:// URL, found \"",
+                                    c.proxy_url, "\""));
+  }
   TESSERA_ASSIGN_OR_RETURN(std::string user_name, context.Get("user").StringOr(""));
   if (user_name.empty()) {
     return c;  // no credentials: anonymous
@@ -358,6 +367,7 @@ absl::StatusOr<HttpRequest> KubeClient::Prepare(const std::string& method,
   req.method = method;
   req.url = config_.server + path;
   req.timeout_ms = config_.timeout_ms;
+  req.proxy = config_.proxy_url;
   req.headers = {"Accept: application/json", "User-Agent: tessera-scheduler-extender"};
   if (!token.empty()) {
     req.headers.push_back("Authorization: Bearer " + token);

@@ -39,6 +39,7 @@ struct KubeConfig {
   std::string client_key_file;
   std::string client_key_data;  // PEM
   bool insecure_skip_tls_verify = false;
+  std::string proxy_url;  // the cluster's proxy-url; "" = the environment's proxy, if any
   int timeout_ms = 10000;
   std::optional<ExecPlugin> exec;  // credentials from a plugin instead of the fields above
 };
@@ -49,9 +50,9 @@ absl::StatusOr<KubeConfig> InClusterConfig(
 // The current context of a kubeconfig file. Errors name the file, line and field, e.g.
 //   kubeconfig:7:3: contexts: no entry named "prod" (current-context); found "dev"
 // Credentials Tessera cannot use (auth-provider, basic authentication, impersonation, an exec
-// plugin beside a token or certificate, or one that must prompt: interactiveMode Always) and
-// connection settings it does not apply (proxy-url, tls-server-name) are refused rather than
-// ignored. Relative file names are relative to the kubeconfig's directory;
+// plugin beside a token or certificate, or one that must prompt: interactiveMode Always) and a
+// connection setting it does not apply (tls-server-name) are refused rather than ignored. Relative
+// file names are relative to the kubeconfig's directory;
 // *-data overrides the file field beside it and token overrides tokenFile, as in kubectl.
 absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path);
 // The same from the file's text (`path` names it in errors).

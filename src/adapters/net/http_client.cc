@@ -111,6 +111,7 @@ absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
   if (!req.unix_socket.empty()) {
     curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, req.unix_socket.c_str());
   }
+  if (!req.proxy.empty()) curl_easy_setopt(h, CURLOPT_PROXY, req.proxy.c_str());
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout_ms));

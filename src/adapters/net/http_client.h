@@ -36,6 +36,9 @@ struct HttpRequest {
   std::vector<std::string> headers;  // "Name: value"
   int timeout_ms = 10000;
   std::string unix_socket;  // connect to this Unix socket instead of the URL's host
+  // The proxy to go through (http://, https:// or socks5://HOST:PORT); "" = the environment's
+  // (http_proxy, HTTPS_PROXY, NO_PROXY, which libcurl reads itself).
+  std::string proxy;
   TlsOptions tls;
   // A larger response body is an error (ResourceExhausted), whether or not it announces its
   // length: an endpoint that is not what the config says (a file server, a proxy's error page
