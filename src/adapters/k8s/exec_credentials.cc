@@ -115,19 +115,16 @@ absl::StatusOr<ExecCredential> RunExecPlugin(const ExecPlugin& plugin, const Clo
   spec.argv.push_back(plugin.command);
   spec.argv.insert(spec.argv.end(), plugin.args.begin(), plugin.args.end());
   spec.env = plugin.env;
-  std::string exec_info = plugin.exec_info;
+  nlohmann::json exec_info = plugin.exec_info;
   if (!plugin.cluster_ca_file.empty()) {
     absl::StatusOr<std::string> ca = ReadFile(plugin.cluster_ca_file);
     if (!ca.ok()) {
       return absl::Status(ca.status().code(),
                           absl::StrCat(who, "the cluster's CA: ", ca.status().message()));
     }
-    nlohmann::json info = nlohmann::json::parse(exec_info, nullptr, /*allow_exceptions=*/false);
-    if (!info.is_object()) return absl::InternalError(absl::StrCat(who, "no KUBERNETES_EXEC_INFO"));
-    info["spec"]["cluster"]["certificate-authority-data"] = absl::Base64Escape(*ca);
-    exec_info = info.dump();
+    exec_info["spec"]["cluster"]["certificate-authority-data"] = absl::Base64Escape(*ca);
   }
-  spec.env.emplace_back("KUBERNETES_EXEC_INFO", exec_info);
+  spec.env.emplace_back("KUBERNETES_EXEC_INFO", exec_info.dump());
   spec.timeout = plugin.timeout;
   absl::StatusOr<ProcessResult> r = RunProcess(spec, clock);
   if (!r.ok()) {

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "adapters/net/cloud_tokens.h"
 #include "base/clock.h"
+#include "nlohmann/json.hpp"
 
 namespace tessera::adapters {
 
@@ -43,7 +44,7 @@ struct ExecPlugin {
   std::string install_hint;
   // KUBERNETES_EXEC_INFO, built when the kubeconfig is read (spec.cluster included when
   // provideClusterInfo is true)...
-  std::string exec_info;
+  nlohmann::json exec_info;
   // ...but for the cluster's certificate-authority file, read at each run into
   // spec.cluster.certificate-authority-data ("" for none, or when the CA is inline).
   std::string cluster_ca_file;
@@ -82,7 +83,6 @@ class ExecCredentialSource {
   }
   // The API server answered 401: the next Get runs the plugin again.
   void Invalidate() { kept_.Invalidate(); }
-  const ExecPlugin& plugin() const { return plugin_; }
 
  private:
   const ExecPlugin plugin_;

@@ -85,7 +85,7 @@ TEST(ExecCredentials, KubeconfigStanzaAndWhatThePluginIsGiven) {
   EXPECT_EQ(p.env[0], std::make_pair(std::string("AWS_PROFILE"), std::string("ops")));
   EXPECT_EQ(p.api_version, kExecCredentialV1);
   EXPECT_EQ(p.install_hint, "get-token is needed.\napt-get install get-token\n");
-  EXPECT_EQ(nlohmann::json::parse(p.exec_info), nlohmann::json::parse(R"({
+  EXPECT_EQ(p.exec_info, nlohmann::json::parse(R"({
     "apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
     "spec": {"interactive": false, "cluster": {
       "server": "https://10.0.0.1:6443",
@@ -104,7 +104,7 @@ TEST(ExecCredentials, KubeconfigStanzaAndWhatThePluginIsGiven) {
   c = LoadKubeconfig(dir + "/beta");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->exec->command, "aws");
-  EXPECT_EQ(nlohmann::json::parse(c->exec->exec_info), nlohmann::json::parse(R"({
+  EXPECT_EQ(c->exec->exec_info, nlohmann::json::parse(R"({
     "apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
     "spec": {"interactive": false}})"));
   std::filesystem::remove_all(dir);

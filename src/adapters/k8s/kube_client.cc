@@ -225,7 +225,7 @@ absl::StatusOr<ExecPlugin> DecodeExec(const std::string& kubeconfig, const std::
     }
     info["spec"]["cluster"] = std::move(cl);
   }
-  p.exec_info = info.dump();
+  p.exec_info = std::move(info);
   return p;
 }
 
@@ -341,12 +341,11 @@ absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path) {
   return DecodeKubeconfig(path, text);
 }
 
-KubeClient::KubeClient(KubeConfig config, const Clock* clock)
-    : config_(std::move(config)),
-      own_clock_(clock == nullptr ? std::make_unique<RealClock>() : nullptr),
-      clock_(clock == nullptr ? *own_clock_ : *clock) {
+KubeClient::KubeClient(KubeConfig config, const Clock* clock) : config_(std::move(config)) {
+  static const RealClock real_clock;
   if (config_.exec.has_value()) {
-    exec_ = std::make_unique<ExecCredentialSource>(*config_.exec, clock_);
+    exec_ = std::make_unique<ExecCredentialSource>(*config_.exec,
+                                                   clock != nullptr ? *clock : real_clock);
   }
 }
 

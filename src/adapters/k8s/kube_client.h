@@ -97,8 +97,6 @@ class KubeClient {
   // exec plugin's credentials got) here.
   absl::StatusOr<HttpRequest> Prepare(const std::string& method, const std::string& path) const;
   KubeConfig config_;
-  std::unique_ptr<RealClock> own_clock_;
-  const Clock& clock_;
   std::unique_ptr<ExecCredentialSource> exec_;  // when config_.exec is set
 };
 

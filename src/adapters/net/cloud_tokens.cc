@@ -61,16 +61,20 @@ absl::StatusOr<std::string> ReadCredentialFile(const std::string& var, const std
   return text;
 }
 
+std::function<std::string(const char*)> EnvironmentReader(const char* (*getenv_fn)(const char*)) {
+  return [getenv_fn](const char* name) -> std::string {
+    const char* v = getenv_fn != nullptr ? getenv_fn(name) : std::getenv(name);
+    return v != nullptr ? std::string(v) : std::string();
+  };
+}
+
 absl::Time RefreshTime(absl::Time now, absl::Time expiration) {
   return std::max(expiration - kRefreshBefore, now + (expiration - now) / 2);
 }
 
 absl::StatusOr<AccessToken> FetchCloudToken(CloudIdentity identity, const std::string& scope,
                                             absl::Time now, const char* (*getenv_fn)(const char*)) {
-  auto env = [getenv_fn](const char* name) -> std::string {
-    const char* v = getenv_fn != nullptr ? getenv_fn(name) : std::getenv(name);
-    return v != nullptr ? std::string(v) : std::string();
-  };
+  const std::function<std::string(const char*)> env = EnvironmentReader(getenv_fn);
   HttpRequest req;
   req.timeout_ms = 10000;
   req.max_response_bytes = size_t{1} << 20;

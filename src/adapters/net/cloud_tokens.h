@@ -52,6 +52,10 @@ struct AccessToken {
   std::string source;  // the endpoint, for `tessera scaler --check`
 };
 
+// The environment as the credential chains here read it: through `getenv_fn` (tests give their
+// own), or the process's when it is null; "" for a variable that is not set.
+std::function<std::string(const char*)> EnvironmentReader(const char* (*getenv_fn)(const char*));
+
 // The credential file an environment variable names (ReadSecretFile: whitespace around it
 // dropped); InvalidArgument naming the variable and the path when it cannot be read or is empty,
 // never quoting it. E.g. "AZURE_FEDERATED_TOKEN_FILE /var/run/x/token: no such file".

@@ -4,7 +4,6 @@
 #include <openssl/hmac.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 
@@ -282,13 +281,6 @@ absl::StatusOr<AwsCredentials> ParseAssumeRole(const std::string& xml) {
   return ParseStsCredentials("AssumeRole", xml);
 }
 
-std::function<std::string(const char*)> Environment(const char* (*getenv_fn)(const char*)) {
-  return [getenv_fn](const char* name) -> std::string {
-    const char* v = getenv_fn != nullptr ? getenv_fn(name) : std::getenv(name);
-    return v != nullptr ? std::string(v) : std::string();
-  };
-}
-
 // IRSA: exchanges the service account's projected token for role credentials.
 absl::StatusOr<AwsCredentials> WebIdentityCredentials(
     const std::function<std::string(const char*)>& env, const std::string& region,
@@ -354,7 +346,7 @@ absl::StatusOr<AwsCredentials> ContainerCredentials(
 absl::StatusOr<AwsCredentials> AwsCredentialsFromEnvironment(
     const std::string& region, const std::string& session_name,
     const char* (*getenv_fn)(const char*)) {
-  const std::function<std::string(const char*)> env = Environment(getenv_fn);
+  const std::function<std::string(const char*)> env = EnvironmentReader(getenv_fn);
   AwsCredentials c;
   c.access_key_id = env("AWS_ACCESS_KEY_ID");
   c.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
@@ -408,7 +400,7 @@ absl::StatusOr<AwsCredentials> AssumeRole(const AwsCredentials& base, const std:
                                           const std::string& region,
                                           const std::string& session_name, absl::Time now,
                                           const char* (*getenv_fn)(const char*)) {
-  const std::string endpoint = StsEndpoint(Environment(getenv_fn), region);
+  const std::string endpoint = StsEndpoint(EnvironmentReader(getenv_fn), region);
   HttpRequest req;
   req.method = "POST";
   req.url = endpoint + "/";
@@ -440,7 +432,7 @@ absl::StatusOr<AwsCredentials> AwsCredentialCache::Fetch(absl::Time now) const {
 
 absl::StatusOr<S3Location> ParseS3Source(const std::string& source,
                                          const char* (*getenv_fn)(const char*)) {
-  const std::function<std::string(const char*)> env = Environment(getenv_fn);
+  const std::function<std::string(const char*)> env = EnvironmentReader(getenv_fn);
   if (!absl::StartsWith(source, "s3://")) {
     return absl::InvalidArgumentError(
         absl::StrCat("source ", source, ": expected s3://BUCKET/PREFIX"));
