@@ -68,6 +68,7 @@ TEST(ExecCredentials, KubeconfigStanzaAndWhatThePluginIsGiven) {
 )",
       R"(    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==
     proxy-url: socks5://bastion:1080
+    tls-server-name: kubernetes.default.svc
     extensions:
     - name: other
       extension: {ignored: 1}
@@ -91,10 +92,12 @@ TEST(ExecCredentials, KubeconfigStanzaAndWhatThePluginIsGiven) {
       "server": "https://10.0.0.1:6443",
       "certificate-authority-data": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==",
       "proxy-url": "socks5://bastion:1080",
+      "tls-server-name": "kubernetes.default.svc",
       "config": {"audience": "06e3fbd18de8", "port": 443, "quoted": "443", "on": true,
                  "none": null, "ratio": 0.5, "list": [1, "a"]}}}})"));
   EXPECT_TRUE(c->token.empty());
   EXPECT_EQ(c->proxy_url, "socks5://bastion:1080");
+  EXPECT_EQ(c->tls_server_name, "kubernetes.default.svc");
 
   // Without provideClusterInfo, v1beta1 (interactiveMode defaults to IfAvailable), a bare name.
   std::ofstream(dir + "/beta") << ExecKubeconfig(

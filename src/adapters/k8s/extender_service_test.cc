@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "adapters/io/files.h"
 #include "adapters/k8s/yaml_reader.h"
+#include "adapters/net/test_certs.h"
 #include "adapters/net/test_http_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -1149,8 +1150,12 @@ TEST(ExtenderProtocol, KubeconfigErrorsNameFileLineAndField) {
        "clusters[0].cluster.proxy-url: expected an http://, https:// or socks5:// URL, found "
        "\"p:3128\""},
       {"current-context: a\nclusters: [{name: c, cluster: {server: 'https://x', "
-       "tls-server-name: kube}}]\ncontexts: [{name: a, context: {cluster: c}}]\n",
-       "clusters[0].cluster.tls-server-name: Tessera does not support this cluster field"},
+       "tls-server-name: 'kube/x'}}]\ncontexts: [{name: a, context: {cluster: c}}]\n",
+       "kc:2:70: clusters[0].cluster.tls-server-name: expected a DNS name or an IP address, found "
+       "\"kube/x\""},
+      {"current-context: a\nclusters: [{name: c, cluster: {server: 'https://x', "
+       "tls-server-name: '[]'}}]\ncontexts: [{name: a, context: {cluster: c}}]\n",
+       "tls-server-name: expected a DNS name or an IP address, found \"[]\""},
       {ok_head + "contexts: [{name: a, context: {cluster: c, user: u}}]\nusers: []\n",
        "users: no entry named \"u\" (the user of context \"a\"); found none"},
       {ok_head + "contexts: [{name: a, context: {cluster: c, user: u}}]\n",
@@ -2292,8 +2297,6 @@ TEST(Extender, SyncForgetsNodesThatLeft) {
   EXPECT_THAT(after, HasSubstr("\ntessera_extender_gpu_milli{state=\"total\"} 8000\n"));
 }
 
-// A watch stream is cut into its lines wherever the pieces fall, and a last line the server did
-// not end with a newline is handed over too.
 TEST(KubeClient, GoesThroughTheKubeconfigsProxyUrl) {
   // A forward proxy is sent the absolute URL (RFC 9112's absolute-form); this one answers
   // itself. The API server's name does not resolve, so only the proxy can have answered.
@@ -2320,6 +2323,42 @@ TEST(KubeClient, GoesThroughTheKubeconfigsProxyUrl) {
   EXPECT_EQ(target, "http://kube.invalid:6443/api/v1/nodes");
 }
 
+// tls-server-name: an API server reached by an address its certificate does not hold (a tunnel,
+// a load balancer's IP) is verified for the name given, as client-go does; without it, the same
+// kubeconfig fails on the certificate.
+TEST(KubeClient, VerifiesTheApiServerForTheKubeconfigsTlsServerName) {
+  testing::TestCerts pki("DNS:kubernetes.default.svc");
+  ASSERT_TRUE(pki.ok()) << pki.error();
+  testing::LocalHttpsServer https(
+      [](httplib::SSLServer& s) {
+        s.Get("/api/v1/nodes", [](const httplib::Request&, httplib::Response& res) {
+          res.set_content(R"({"kind":"NodeList","items":[]})", "application/json");
+        });
+      },
+      pki.server_cert().c_str(), pki.server_key().c_str());
+  auto kubeconfig = [&](const std::string& extra) {
+    return absl::StrCat(
+        "current-context: a\nclusters: [{name: c, cluster: {server: "
+        "'https://127.0.0.1:",
+        https.port(), "', certificate-authority: '", pki.ca(), "'", extra,
+        "}}]\ncontexts: [{name: a, context: {cluster: c}}]\n");
+  };
+  absl::StatusOr<KubeConfig> named =
+      DecodeKubeconfig("kc", kubeconfig(", tls-server-name: kubernetes.default.svc"));
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->tls_server_name, "kubernetes.default.svc");
+  absl::StatusOr<KubeResponse> r = KubeClient(*named).Get("/api/v1/nodes");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+
+  absl::StatusOr<KubeConfig> unnamed = DecodeKubeconfig("kc", kubeconfig(""));
+  ASSERT_TRUE(unnamed.ok()) << unnamed.status();
+  EXPECT_EQ(KubeClient(*unnamed).Get("/api/v1/nodes").status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+// A watch stream is cut into its lines wherever the pieces fall, and a last line the server did
+// not end with a newline is handed over too.
 TEST(KubeClient, WatchHandsOverEveryLine) {
   testing::LocalHttpServer server([](httplib::Server& s) {
     s.Get("/api/v1/pods", [](const httplib::Request&, httplib::Response& res) {

@@ -68,6 +68,21 @@ absl::Status RefuseUnsupported(const Field& map, const std::vector<const char*>&
   return absl::OkStatus();
 }
 
+// A DNS name, an IPv4 address or an IPv6 address (bare or in brackets); "" too (not set).
+bool IsHostName(absl::string_view s) {
+  if (absl::StartsWith(s, "[") && absl::EndsWith(s, "]")) {
+    s = s.substr(1, s.size() - 2);
+    if (s.empty()) return false;
+  }
+  const bool v6 = absl::StrContains(s, ':');
+  for (char ch : s) {
+    const bool ok = v6 ? (absl::ascii_isxdigit(ch) || ch == ':' || ch == '.')
+                       : (absl::ascii_isalnum(ch) || ch == '.' || ch == '-');
+    if (!ok) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<std::string> Base64Pem(const Field& f) {
   TESSERA_ASSIGN_OR_RETURN(std::string b64, f.StringOr(""));
   std::string out;
@@ -213,6 +228,7 @@ absl::StatusOr<ExecPlugin> DecodeExec(const std::string& kubeconfig, const std::
     if (!c.ca_data.empty()) cl["certificate-authority-data"] = absl::Base64Escape(c.ca_data);
     p.cluster_ca_file = c.ca_file;
     if (c.insecure_skip_tls_verify) cl["insecure-skip-tls-verify"] = true;
+    if (!c.tls_server_name.empty()) cl["tls-server-name"] = c.tls_server_name;
     if (!c.proxy_url.empty()) cl["proxy-url"] = c.proxy_url;
     TESSERA_ASSIGN_OR_RETURN(std::vector<Field> extensions, cluster.Get("extensions").Items());
     for (const Field& x : extensions) {
@@ -264,10 +280,6 @@ absl::StatusOr<KubeConfig> DecodeKubeconfig(const std::string& path, absl::strin
   TESSERA_ASSIGN_OR_RETURN(Field cluster,
                            Named(root, "clusters", cluster_name, "cluster",
                                  absl::StrCat("the cluster of context \"", context_name, "\"")));
-  TESSERA_RETURN_IF_ERROR(RefuseUnsupported(
-      cluster, {"tls-server-name"},
-      "Tessera does not support this cluster field; reach the API server by a name its "
-      "certificate holds"));
   KubeConfig c;
   TESSERA_ASSIGN_OR_RETURN(c.server, cluster.Get("server").String());
   while (!c.server.empty() && c.server.back() == '/') {
@@ -281,6 +293,12 @@ absl::StatusOr<KubeConfig> DecodeKubeconfig(const std::string& path, absl::strin
       PemDataOrFile(path, cluster, "certificate-authority", &c.ca_data, &c.ca_file));
   TESSERA_ASSIGN_OR_RETURN(c.insecure_skip_tls_verify,
                            Bool(cluster.Get("insecure-skip-tls-verify")));
+  Field server_name = cluster.Get("tls-server-name");
+  TESSERA_ASSIGN_OR_RETURN(c.tls_server_name, server_name.StringOr(""));
+  if (!IsHostName(c.tls_server_name)) {
+    return server_name.Error(
+        absl::StrCat("expected a DNS name or an IP address, found \"", c.tls_server_name, "\""));
+  }
   // client-go takes http, https and socks5 proxies here; libcurl speaks all three.
   Field proxy = cluster.Get("proxy-url");
   TESSERA_ASSIGN_OR_RETURN(c.proxy_url, proxy.StringOr(""));
@@ -378,7 +396,8 @@ absl::StatusOr<HttpRequest> KubeClient::Prepare(const std::string& method,
       .client_cert_pem = exec_ != nullptr ? from_plugin.client_cert_pem : config_.client_cert_data,
       .client_key_file = config_.client_key_file,
       .client_key_pem = exec_ != nullptr ? from_plugin.client_key_pem : config_.client_key_data,
-      .insecure_skip_verify = config_.insecure_skip_tls_verify};
+      .insecure_skip_verify = config_.insecure_skip_tls_verify,
+      .server_name = config_.tls_server_name};
   return req;
 }
 

@@ -2,7 +2,8 @@
 // pods, get one, patch a pod's annotations, post a Binding), over libcurl. Configuration comes
 // from the in-cluster service account (KUBERNETES_SERVICE_HOST/PORT, the token and CA under
 // /var/run/secrets/kubernetes.io/serviceaccount) or a kubeconfig file (its current context:
-// server, certificate-authority[-data], insecure-skip-tls-verify, token / tokenFile,
+// server, certificate-authority[-data], insecure-skip-tls-verify, tls-server-name, proxy-url,
+// token / tokenFile,
 // client-certificate[-data] and client-key[-data], or an exec credential plugin: see
 // exec_credentials.h). The token file is re-read on every request (projected tokens rotate); a
 // plugin's credentials are kept until shortly before they expire, and after a 401 the plugin
@@ -39,6 +40,9 @@ struct KubeConfig {
   std::string client_key_file;
   std::string client_key_data;  // PEM
   bool insecure_skip_tls_verify = false;
+  // The name the server's certificate is verified for (and sent in SNI) instead of server's
+  // host; "" = server's host.
+  std::string tls_server_name;
   std::string proxy_url;  // the cluster's proxy-url; "" = the environment's proxy, if any
   int timeout_ms = 10000;
   std::optional<ExecPlugin> exec;  // credentials from a plugin instead of the fields above
@@ -50,9 +54,8 @@ absl::StatusOr<KubeConfig> InClusterConfig(
 // The current context of a kubeconfig file. Errors name the file, line and field, e.g.
 //   kubeconfig:7:3: contexts: no entry named "prod" (current-context); found "dev"
 // Credentials Tessera cannot use (auth-provider, basic authentication, impersonation, an exec
-// plugin beside a token or certificate, or one that must prompt: interactiveMode Always) and a
-// connection setting it does not apply (tls-server-name) are refused rather than ignored. Relative
-// file names are relative to the kubeconfig's directory;
+// plugin beside a token or certificate, or one that must prompt: interactiveMode Always) are
+// refused rather than ignored. Relative file names are relative to the kubeconfig's directory;
 // *-data overrides the file field beside it and token overrides tokenFile, as in kubectl.
 absl::StatusOr<KubeConfig> LoadKubeconfig(const std::string& path);
 // The same from the file's text (`path` names it in errors).

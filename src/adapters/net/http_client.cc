@@ -6,7 +6,9 @@
 #include <mutex>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 
 namespace tessera::adapters {
 namespace {
@@ -59,6 +61,43 @@ curl_blob Blob(const std::string& s) {
   return curl_blob{const_cast<char*>(s.data()), s.size(), CURL_BLOB_NOCOPY};
 }
 
+// TlsOptions::server_name over https: the URL with its host replaced by the name (so that curl
+// sends it in SNI and verifies the certificate for it), the CONNECT_TO entry that still sends
+// the connection to the URL's own host and port, and the Host header that names them.
+struct ServerNameRoute {
+  std::string url;
+  std::string connect_to;
+  std::string host_header;
+};
+
+absl::StatusOr<ServerNameRoute> RouteByServerName(const std::string& url, std::string name) {
+  std::unique_ptr<CURLU, void (*)(CURLU*)> u(curl_url(), curl_url_cleanup);
+  if (u == nullptr || curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) {
+    return absl::InvalidArgumentError(absl::StrCat(url, ": not a URL"));
+  }
+  auto part = [&](CURLUPart what, unsigned flags) -> std::string {
+    char* value = nullptr;
+    if (curl_url_get(u.get(), what, &value, flags) != CURLUE_OK) return "";
+    std::string out = value;
+    curl_free(value);
+    return out;
+  };
+  const std::string host = part(CURLUPART_HOST, 0), port = part(CURLUPART_PORT, 0);
+  const std::string effective_port = part(CURLUPART_PORT, CURLU_DEFAULT_PORT);
+  if (name.find(':') != std::string::npos && name.front() != '[') {
+    name = absl::StrCat("[", name, "]");  // an IPv6 address
+  }
+  if (curl_url_set(u.get(), CURLUPART_HOST, name.c_str(), 0) != CURLUE_OK) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(url, ": TLS server name \"", name, "\" is not a host name"));
+  }
+  ServerNameRoute r;
+  r.url = part(CURLUPART_URL, 0);
+  r.connect_to = absl::StrCat(name, ":", effective_port, ":", host, ":", effective_port);
+  r.host_header = absl::StrCat("Host: ", host, port.empty() ? "" : ":", port);
+  return r;
+}
+
 }  // namespace
 
 std::string UrlEscape(const std::string& text, bool keep_slash) {
@@ -107,11 +146,23 @@ absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
                 .over = false,
                 .handle = h,
                 .on_data = req.on_data ? &req.on_data : nullptr};
-  curl_easy_setopt(h, CURLOPT_URL, req.url.c_str());
+  std::unique_ptr<curl_slist, void (*)(curl_slist*)> headers(nullptr, curl_slist_free_all);
+  std::unique_ptr<curl_slist, void (*)(curl_slist*)> connect_to(nullptr, curl_slist_free_all);
+  ServerNameRoute route;
+  if (!req.tls.server_name.empty() && absl::StartsWithIgnoreCase(req.url, "https://")) {
+    TESSERA_ASSIGN_OR_RETURN(route, RouteByServerName(req.url, req.tls.server_name));
+    connect_to.reset(curl_slist_append(nullptr, route.connect_to.c_str()));
+    curl_easy_setopt(h, CURLOPT_CONNECT_TO, connect_to.get());
+    headers.reset(curl_slist_append(nullptr, route.host_header.c_str()));
+  }
+  curl_easy_setopt(h, CURLOPT_URL, route.url.empty() ? req.url.c_str() : route.url.c_str());
   if (!req.unix_socket.empty()) {
     curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, req.unix_socket.c_str());
   }
-  if (!req.proxy.empty()) curl_easy_setopt(h, CURLOPT_PROXY, req.proxy.c_str());
+  if (!req.proxy.empty()) {
+    curl_easy_setopt(h, CURLOPT_PROXY, req.proxy.c_str());
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "");  // every host, whatever NO_PROXY says
+  }
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout_ms));
@@ -129,7 +180,6 @@ absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, req.body.c_str());
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.body.size()));
   }
-  std::unique_ptr<curl_slist, void (*)(curl_slist*)> headers(nullptr, curl_slist_free_all);
   for (const std::string& line : req.headers) {
     headers.reset(curl_slist_append(headers.release(), line.c_str()));
   }

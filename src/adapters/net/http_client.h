@@ -27,6 +27,11 @@ struct TlsOptions {
   std::string client_key_file;
   std::string client_key_pem;
   bool insecure_skip_verify = false;
+  // https only: the name to verify the server's certificate for and to send in SNI, instead of
+  // the URL's host, which is still what the connection goes to and what the Host header names
+  // (a kubeconfig's tls-server-name: an API server reached by an address its certificate does
+  // not hold). "" = the URL's host.
+  std::string server_name;
 };
 
 struct HttpRequest {
@@ -36,8 +41,9 @@ struct HttpRequest {
   std::vector<std::string> headers;  // "Name: value"
   int timeout_ms = 10000;
   std::string unix_socket;  // connect to this Unix socket instead of the URL's host
-  // The proxy to go through (http://, https:// or socks5://HOST:PORT); "" = the environment's
-  // (http_proxy, HTTPS_PROXY, NO_PROXY, which libcurl reads itself).
+  // The proxy to go through for every host, NO_PROXY notwithstanding (http://, https:// or
+  // socks5://HOST:PORT; a kubeconfig's proxy-url, which client-go uses for every request);
+  // "" = the environment's (http_proxy, HTTPS_PROXY, NO_PROXY, which libcurl reads itself).
   std::string proxy;
   TlsOptions tls;
   // A larger response body is an error (ResourceExhausted), whether or not it announces its

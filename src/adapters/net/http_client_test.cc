@@ -1,11 +1,18 @@
 #include "adapters/net/http_client.h"
 
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "adapters/net/test_certs.h"
 #include "adapters/net/test_http_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -14,6 +21,85 @@ namespace tessera::adapters {
 namespace {
 
 using ::testing::HasSubstr;
+
+// TlsOptions::server_name: a server reached at 127.0.0.1 whose certificate names only
+// kube-apiserver.test is verified for that name, while the connection and the Host header stay
+// with the URL's host; without it, the certificate does not match the address.
+TEST(Fetch, VerifiesTheServerForTheTlsServerName) {
+  testing::TestCerts pki("DNS:kube-apiserver.test");
+  ASSERT_TRUE(pki.ok()) << pki.error();
+  std::mutex mu;
+  std::string host;
+  testing::LocalHttpsServer https(
+      [&](httplib::SSLServer& s) {
+        s.Get("/api", [&](const httplib::Request& req, httplib::Response& res) {
+          std::lock_guard<std::mutex> l(mu);
+          host = req.get_header_value("Host");
+          res.set_content("{}", "application/json");
+        });
+      },
+      pki.server_cert().c_str(), pki.server_key().c_str());
+  const std::string url = absl::StrCat("https://127.0.0.1:", https.port(), "/api");
+  HttpRequest req;
+  req.url = url;
+  req.tls.ca_file = pki.ca();
+  absl::StatusOr<HttpResponse> by_address = Fetch(req);
+  EXPECT_EQ(by_address.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(by_address.status().message(), HasSubstr(url));
+
+  req.tls.server_name = "kube-apiserver.test";
+  absl::StatusOr<HttpResponse> by_name = Fetch(req);
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  EXPECT_EQ(by_name->status, 200);
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_EQ(host, absl::StrCat("127.0.0.1:", https.port()));
+  }
+  // Another name the certificate does not hold fails as the address did.
+  req.tls.server_name = "other.test";
+  EXPECT_EQ(Fetch(req).status().code(), absl::StatusCode::kUnavailable);
+  // A name that is no host is refused before anything is sent.
+  req.tls.server_name = "a b";
+  EXPECT_EQ(Fetch(req).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Through a proxy, the tunnel (CONNECT) goes to the URL's host, not to the TLS server name,
+// which need not resolve anywhere (client-go dials the server's address the same way). This
+// proxy records the request and refuses it.
+TEST(Fetch, TunnelsToTheUrlsHostWhenGivenATlsServerName) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  std::string request;
+  std::thread proxy([&] {
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    if (poll(&p, 1, 5000) != 1) return;
+    int c = accept(fd, nullptr, nullptr);
+    char buf[4096];
+    while (request.find("\r\n\r\n") == std::string::npos) {
+      ssize_t n = read(c, buf, sizeof(buf));
+      if (n <= 0) break;
+      request.append(buf, n);
+    }
+    const std::string refusal = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n";
+    EXPECT_EQ(write(c, refusal.data(), refusal.size()), static_cast<ssize_t>(refusal.size()));
+    close(c);
+  });
+  HttpRequest req;
+  req.url = "https://127.0.0.1:6443/api";
+  req.proxy = absl::StrCat("http://127.0.0.1:", ntohs(a.sin_port));
+  req.tls.server_name = "kubernetes.default.svc";
+  req.timeout_ms = 5000;
+  EXPECT_FALSE(Fetch(req).ok());
+  proxy.join();
+  close(fd);
+  EXPECT_THAT(request, ::testing::StartsWith("CONNECT 127.0.0.1:6443 HTTP/1.1\r\n"));
+}
 
 // A body beyond max_response_bytes is an error, whether its length is announced
 // (Content-Length) or not (chunked), and the transfer stops there.

@@ -1,7 +1,7 @@
 // Test helper: a throw-away PKI made with the openssl command line in a fresh temporary
-// directory (removed on destruction): a CA, a server certificate for localhost and 127.0.0.1,
-// and a client certificate (clientAuth), all signed by the CA, plus a second CA that signed
-// none of them.
+// directory (removed on destruction): a CA, a server certificate for localhost and 127.0.0.1
+// (or the subjectAltName given), and a client certificate (clientAuth), all signed by the CA, plus
+// a second CA that signed none of them.
 //
 // Example:
 //   TestCerts pki;
@@ -20,7 +20,7 @@ namespace tessera::adapters::testing {
 
 class TestCerts {
  public:
-  TestCerts() {
+  explicit TestCerts(const std::string& server_alt_names = "DNS:localhost,IP:127.0.0.1") {
     char tmpl[] = "/tmp/tessera-pki-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) {
       error_ = "mkdtemp failed";
@@ -28,7 +28,7 @@ class TestCerts {
     }
     dir_ = tmpl;
     std::ofstream(dir_ + "/server.ext")
-        << "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n";
+        << "subjectAltName=" << server_alt_names << "\nextendedKeyUsage=serverAuth\n";
     std::ofstream(dir_ + "/client.ext") << "extendedKeyUsage=clientAuth\n";
     const std::string script = absl::StrCat(
         "set -e; cd '", dir_, "'; ",
