@@ -9,6 +9,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "adapters/k8s/decoders.h"
 #include "adapters/k8s/extender_protocol.h"
@@ -257,6 +258,19 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
   if (!options.mps_directory.empty()) {
     mps = MpsVolumes(options.mps_directory);
     TESSERA_RETURN_IF_ERROR(AddMpsVolumes(*spec, mps, &m.patch));
+    // A pod sharing a GPU is an MPS client: the extender keeps its GPU to pods of its user.
+    if (!req.whole()) {
+      TESSERA_ASSIGN_OR_RETURN(std::string user, MpsUserOf(pod, "pod"));
+      const json& annotations = pod["metadata"]["annotations"];  // AsksForAShare: an object
+      const json* present = Find(annotations, kMpsUserAnnotation);
+      if (present == nullptr || *present != user) {
+        m.patch.push_back({{"op", present == nullptr ? "add" : "replace"},
+                           {"path", absl::StrCat("/metadata/annotations/",
+                                                 absl::StrReplaceAll(kMpsUserAnnotation,
+                                                                     {{"~", "~0"}, {"/", "~1"}}))},
+                           {"value", user}});
+      }
+    }
   }
   for (size_t i = 0; i < containers->size(); ++i) {
     const json& c = (*containers)[i];

@@ -42,7 +42,9 @@ struct AdmissionOptions {
   // node without them does not start the pod until they exist) and
   // CUDA_MPS_PIPE_DIRECTORY=DIR/pipes/gpu-$(NVIDIA_VISIBLE_DEVICES), which the kubelet expands to
   // the daemon of the GPU the extender assigned, so that the MPS limits the env sets are
-  // enforced there. "": the env only.
+  // enforced there; and a pod sharing a GPU is marked with the user it runs as
+  // (kMpsUserAnnotation, MpsUserOf), so that the extender keeps its GPU to that user's pods.
+  // "": the env only.
   std::string mps_directory;
   // Where ServeAdmissionWebhook reports what an operator must see (renewed TLS files that do not
   // load), a line at a time, from any thread; none: not reported.

@@ -78,8 +78,8 @@ TEST(Admission, SharingPodGetsTheEnvTheBindAnnotationsFillAndTheExtendersSchedul
   for (const json& e : want) second.push_back(e);
   EXPECT_EQ(pod["spec"]["containers"][1]["env"], second);
   // Each annotation the env reads is one the extender's bind writes.
-  const auto written =
-      AssignmentAnnotations({.node = "n", .gpus = {0}, .milli_per_gpu = 214}, int64_t{1} << 30);
+  const auto written = AssignmentAnnotations(
+      {.node = "n", .gpus = {0}, .milli_per_gpu = 214, .user = ""}, int64_t{1} << 30);
   for (const auto& [var, annotation] : ShareEnv()) {
     EXPECT_TRUE(written.contains(annotation)) << var << " reads " << annotation;
   }
@@ -254,6 +254,37 @@ TEST(Admission, WithAnMpsDirectorySharingPodsReachTheDaemonsPipesAndSharedMemory
   json other = Review();
   other["request"]["object"]["metadata"].erase("annotations");
   EXPECT_FALSE(Respond(other, mps).contains("patch"));
+}
+
+// With MPS, a sharing pod is marked with the user it runs as (MpsUserOf), which the extender
+// reads as "an MPS client: one user per GPU". A value someone else wrote is corrected; pods of
+// whole GPUs, and any pod without MPS, are not marked.
+TEST(Admission, WithAnMpsDirectorySharingPodsAreMarkedWithTheirUser) {
+  const AdmissionOptions mps = WithMps();
+  json review = Review();
+  json pod = review["request"]["object"].patch(PatchOf(Respond(review, mps)));
+  EXPECT_EQ(pod["metadata"]["annotations"][kMpsUserAnnotation], "image:vllm/vllm-openai:latest");
+  json as_user = Review();
+  as_user["request"]["object"]["spec"]["securityContext"]["runAsUser"] = 1000;
+  as_user["request"]["object"]["metadata"]["annotations"][kMpsUserAnnotation] = "0";
+  json corrected = as_user["request"]["object"].patch(PatchOf(Respond(as_user, mps)));
+  EXPECT_EQ(corrected["metadata"]["annotations"][kMpsUserAnnotation], "1000");
+  absl::StatusOr<PodMutation> again = MutatePod(corrected, mps);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->patch, json::array());
+  // A runAsUser that is no user ID is refused with its field.
+  json bad = Review();
+  bad["request"]["object"]["spec"]["containers"][0]["securityContext"]["runAsUser"] = -1;
+  json refused = Respond(bad, mps);
+  EXPECT_EQ(refused["allowed"], false);
+  EXPECT_THAT(refused["status"]["message"].get<std::string>(),
+              HasSubstr("pod.spec.containers[0].securityContext.runAsUser: expected a user ID"));
+  json whole = Review();
+  whole["request"]["object"]["metadata"]["annotations"]["tessera.io/gpu-compute"] = "1";
+  json whole_pod = whole["request"]["object"].patch(PatchOf(Respond(whole, mps)));
+  EXPECT_FALSE(whole_pod["metadata"]["annotations"].contains(kMpsUserAnnotation));
+  json plain = review["request"]["object"].patch(PatchOf(Respond(review)));
+  EXPECT_FALSE(plain["metadata"]["annotations"].contains(kMpsUserAnnotation));
 }
 
 TEST(Admission, WithAnMpsDirectoryRefusesPodsWhoseMountsOrVolumesWouldHideTheDaemon) {

@@ -27,7 +27,7 @@ struct Fixture {
 
 // `nominated` pending pods of priority 1000 (a whole GPU each) wait on as many nodes after a
 // preemption, and as many held pods are ending (their victims, being deleted).
-Fixture Build(int nominated = 0) {
+Fixture Build(int nominated = 0, int users = 0) {
   struct Group {
     const char* model;
     int gpus, nodes;
@@ -64,7 +64,9 @@ Fixture Build(int nominated = 0) {
     p.ns = "default";
     p.node_name = nodes[n].name;
     p.phase = "Running";
-    p.assignment = placement::gpushare::Assignment{nodes[n].name, {g}, s};
+    // With `users`, the sharing pods are MPS clients of that many users (0, 1000, 2000, ...).
+    const std::string user = users > 0 && s < 1000 ? std::to_string(i % users * 1000) : "";
+    p.assignment = placement::gpushare::Assignment{nodes[n].name, {g}, s, user};
     pods.push_back(p);
   }
   for (int i = 0; i < nominated; ++i) {
@@ -76,7 +78,7 @@ Fixture Build(int nominated = 0) {
     p.phase = "Pending";
     p.priority = 1000;
     p.nominated_node = nodes[static_cast<size_t>(i) * nodes.size() / nominated].name;
-    p.request = {.num_gpu = 1, .memory_bytes = 0, .compute_milli = 1000, .models = {}};
+    p.request = {.num_gpu = 1, .memory_bytes = 0, .compute_milli = 1000, .models = {}, .user = ""};
     pods.push_back(p);
   }
   Fixture f;
@@ -91,6 +93,10 @@ Fixture Build(int nominated = 0) {
         {"uid", "bench-uid"},
         {"annotations", {{"tessera.io/gpu-memory", "6Gi"}, {"tessera.io/gpu-compute", "0.3"}}}}},
       {"spec", {{"containers", json::array({{{"name", "c"}, {"image", "x"}}})}}}};
+  if (users > 0) {  // an MPS client running as root
+    pod["metadata"]["annotations"]["tessera.io/mps-user"] = "0";
+    pod["spec"]["securityContext"]["runAsUser"] = 0;
+  }
   f.args = json{{"pod", pod}, {"nodenames", names}}.dump();
   f.nodes = std::move(nodes);
   f.pods = std::move(pods);
@@ -116,6 +122,17 @@ void BM_ExtenderFilter1213Nodes(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ExtenderFilter1213Nodes)->Arg(0)->Arg(50)->Unit(benchmark::kMicrosecond);
+
+// Under MPS: the held sharing pods run as Arg users, the pod asking as one of them (root), so
+// each node's GPUs of other users are masked out.
+void BM_ExtenderFilter1213NodesMps(benchmark::State& state) {
+  Fixture f = Build(0, static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    HttpReply r = f.svc->Filter(f.args);
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_ExtenderFilter1213NodesMps)->Arg(3)->Unit(benchmark::kMicrosecond);
 
 // The preempt verb as kube-scheduler calls it for a pod of priority 1000 against the fixture's
 // pods (priority 0): 100 candidates (its default cap, minCandidateNodesAbsolute), names with
@@ -161,7 +178,7 @@ void BM_SharePreemptionChoice1213Nodes(benchmark::State& state) {
     if (p.assignment.has_value()) (void)c.Restore(p.uid, *p.assignment);
   }
   const placement::gpushare::GpuRequest req = {
-      .num_gpu = 8, .memory_bytes = 0, .compute_milli = 1000, .models = {}};
+      .num_gpu = 8, .memory_bytes = 0, .compute_milli = 1000, .models = {}, .user = ""};
   size_t refused = 0;
   std::string node;
   for (auto _ : state) {

@@ -231,6 +231,11 @@ absl::StatusOr<GpuRequest> DecodeRequest(const json& pod, const std::string& pat
       req.num_gpu = 1;
       req.compute_milli = *milli;
       req.memory_bytes = *bytes;
+      TESSERA_ASSIGN_OR_RETURN(std::string mps,
+                               MetaString(pod, "annotations", kMpsUserAnnotation, path));
+      if (!mps.empty()) {
+        TESSERA_ASSIGN_OR_RETURN(req.user, MpsUserOf(pod, path));
+      }
     }
     return req;
   }
@@ -269,6 +274,45 @@ absl::StatusOr<json> ParseJson(absl::string_view body, absl::string_view what) {
     // Well-formed JSON the parser cannot represent (a number beyond a double: 1E400).
     return absl::InvalidArgumentError(absl::StrCat(what, ": invalid JSON: ", e.what()));
   }
+}
+
+absl::StatusOr<std::string> MpsUserOf(const json& pod, const std::string& path) {
+  TESSERA_RETURN_IF_ERROR(RequireObject(pod, path));
+  const json* spec = Member(pod, "spec");
+  if (spec == nullptr) {
+    return Bad(path + ".spec", "required object missing");
+  }
+  TESSERA_RETURN_IF_ERROR(RequireObject(*spec, path + ".spec"));
+  const json* containers = Member(*spec, "containers");
+  if (containers == nullptr || !containers->is_array() || containers->empty()) {
+    return Bad(path + ".spec.containers", "expected a non-empty array");
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::string main_name,
+                           MetaString(pod, "annotations", kDefaultContainerAnnotation, path));
+  size_t main = 0;
+  for (size_t i = 0; i < containers->size(); ++i) {
+    const json* name = Member((*containers)[i], "name");
+    if (name != nullptr && name->is_string() && *name == main_name) main = i;
+  }
+  const std::string at = absl::StrCat(path, ".spec.containers[", main, "]");
+  const json& c = (*containers)[main];
+  TESSERA_RETURN_IF_ERROR(RequireObject(c, at));
+  // The container's securityContext first, then the pod's (as the kubelet applies them).
+  for (const auto& [holder, where] : {std::pair<const json*, std::string>{&c, at},
+                                      std::pair<const json*, std::string>{spec, path + ".spec"}}) {
+    const json* sc = Member(*holder, "securityContext");
+    if (sc == nullptr || sc->is_null()) continue;
+    TESSERA_RETURN_IF_ERROR(RequireObject(*sc, where + ".securityContext"));
+    const json* uid = Member(*sc, "runAsUser");
+    if (uid == nullptr || uid->is_null()) continue;
+    if (!uid->is_number_integer() || uid->get<int64_t>() < 0) {
+      return Bad(where + ".securityContext.runAsUser",
+                 absl::StrCat("expected a user ID (an integer >= 0), found ", uid->dump()));
+    }
+    return absl::StrCat(uid->get<int64_t>());
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::string image, StringAt(c, "image", at, false));
+  return absl::StrCat("image:", image);
 }
 
 absl::StatusOr<GpuRequest> DecodeGpuRequest(const json& pod, const std::string& path) {
@@ -336,6 +380,8 @@ absl::StatusOr<PodInfo> DecodePod(const json& pod, const std::string& path) {
     absl::StatusOr<Assignment> a = DecodeAssignment(assignment);
     if (a.ok()) {
       p.assignment = *a;
+      // The user its GPU is kept for, as Reserve recorded it (a share of one GPU only).
+      if (a->gpus.size() == 1 && a->milli_per_gpu < kGpuMilli) p.assignment->user = p.request.user;
     } else {
       p.assignment_error = absl::StrCat(path, ".metadata.annotations[\"", kGpuAssignmentAnnotation,
                                         "\"]: ", a.status().message());

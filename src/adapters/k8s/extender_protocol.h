@@ -44,6 +44,14 @@ inline constexpr char kMpsMemLimitAnnotation[] = "tessera.io/mps-pinned-device-m
 inline constexpr char kMpsThreadPercentageAnnotation[] = "tessera.io/mps-active-thread-percentage";
 inline constexpr char kGpuMemoryFractionAnnotation[] = "tessera.io/gpu-memory-fraction";
 
+// Set by the admission webhook on sharing pods when GPUs are shared through MPS (its
+// --mps-directory): the user the pod's processes run as (MpsUserOf), for operators to read. The
+// extender takes its presence to mean the pod is an MPS client, and keeps each GPU to one user's
+// pods (GpuRequest::user), which it works out from the pod's spec again, not from this value.
+inline constexpr char kMpsUserAnnotation[] = "tessera.io/mps-user";
+// The annotation naming a pod's main container (kubectl's default for logs and exec).
+inline constexpr char kDefaultContainerAnnotation[] = "kubectl.kubernetes.io/default-container";
+
 struct PodInfo {
   std::string uid;
   std::string name;
@@ -75,6 +83,13 @@ absl::StatusOr<PodInfo> DecodePod(const nlohmann::json& pod, const std::string& 
 // field under `path`. Needs no name, UID or status: a pod at admission has none of them yet.
 absl::StatusOr<placement::gpushare::GpuRequest> DecodeGpuRequest(const nlohmann::json& pod,
                                                                  const std::string& path = "pod");
+// The user a sharing pod's processes run as, as MPS tells clients apart: the runAsUser of its
+// main container's securityContext, else of the pod's; the main container is the one the
+// kubectl.kubernetes.io/default-container annotation names, else the first. Without either, the
+// image's own USER, which the API does not show: "image:" and the image, so that only pods of one
+// image count as one user. E.g. "1000", "image:vllm/vllm-openai:v0.6.3". Errors name the field.
+absl::StatusOr<std::string> MpsUserOf(const nlohmann::json& pod, const std::string& path = "pod");
+
 // A Node object: GPU count from status.allocatable["nvidia.com/gpu"] (else the GFD label
 // nvidia.com/gpu.count), model from nvidia.com/gpu.product, memory from nvidia.com/gpu.memory
 // (else the catalog). Nodes without a known GPU, or whose GPUs are MIG devices (mig strategy

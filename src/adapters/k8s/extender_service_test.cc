@@ -790,19 +790,22 @@ TEST(ExtenderProtocol, DecodesRecordedNodesAndPods) {
   bad["metadata"]["annotations"].erase("tessera.io/gpu-memory");
   EXPECT_THAT(DecodePod(bad)->request_error, HasSubstr("set both"));
 
-  Assignment a{.node = "gpu-h100-1", .gpus = {5}, .milli_per_gpu = 400};
+  Assignment a{.node = "gpu-h100-1", .gpus = {5}, .milli_per_gpu = 400, .user = ""};
   EXPECT_EQ(EncodeAssignment(a), R"({"gpus":[5],"milliPerGpu":400,"node":"gpu-h100-1"})");
   // 30Gi with compute 0.2 on an H200 (143771 MiB): 214 milli, 30766.99 MiB. These are the values
   // bench/gpu/mps-check ran under MPS on an H200 (docs/scheduler-extender.md).
   placement::gpushare::OnlineCluster cluster(MakeTesseraPolicy());
-  absl::StatusOr<int64_t> h200_share = cluster.ShareOn(
-      {.num_gpu = 1, .memory_bytes = int64_t{30} << 30, .compute_milli = 200, .models = {}},
-      {.name = "gpu-h200-1",
-       .gpus = 8,
-       .model = "H200-141GB",
-       .gpu_memory_bytes = int64_t{143771} << 20});
+  absl::StatusOr<int64_t> h200_share = cluster.ShareOn({.num_gpu = 1,
+                                                        .memory_bytes = int64_t{30} << 30,
+                                                        .compute_milli = 200,
+                                                        .models = {},
+                                                        .user = ""},
+                                                       {.name = "gpu-h200-1",
+                                                        .gpus = 8,
+                                                        .model = "H200-141GB",
+                                                        .gpu_memory_bytes = int64_t{143771} << 20});
   ASSERT_TRUE(h200_share.ok()) << h200_share.status();
-  Assignment h200{.node = "gpu-h200-1", .gpus = {5}, .milli_per_gpu = *h200_share};
+  Assignment h200{.node = "gpu-h200-1", .gpus = {5}, .milli_per_gpu = *h200_share, .user = ""};
   EXPECT_EQ(AssignmentAnnotations(h200, int64_t{143771} << 20),
             (std::map<std::string, std::string>{{kGpuAssignmentAnnotation, EncodeAssignment(h200)},
                                                 {kVisibleDevicesAnnotation, "5"},
@@ -811,7 +814,8 @@ TEST(ExtenderProtocol, DecodesRecordedNodesAndPods) {
                                                 {kGpuMemoryFractionAnnotation, "0.214"}}));
   // Whole GPUs: each visible ordinal gets the whole memory, and every thread.
   std::map<std::string, std::string> two = AssignmentAnnotations(
-      {.node = "gpu-h100-1", .gpus = {2, 6}, .milli_per_gpu = 1000}, int64_t{81559} << 20);
+      {.node = "gpu-h100-1", .gpus = {2, 6}, .milli_per_gpu = 1000, .user = ""},
+      int64_t{81559} << 20);
   EXPECT_EQ(two[kVisibleDevicesAnnotation], "2,6");
   EXPECT_EQ(two[kMpsMemLimitAnnotation], "0=81559M,1=81559M");
   EXPECT_EQ(two[kMpsThreadPercentageAnnotation], "100");
@@ -819,7 +823,7 @@ TEST(ExtenderProtocol, DecodesRecordedNodesAndPods) {
   // The smallest share still gets a thread; an unknown memory size writes no limit at all
   // rather than a wrong one.
   std::map<std::string, std::string> tiny =
-      AssignmentAnnotations({.node = "n", .gpus = {0}, .milli_per_gpu = 1}, 0);
+      AssignmentAnnotations({.node = "n", .gpus = {0}, .milli_per_gpu = 1, .user = ""}, 0);
   EXPECT_EQ(tiny[kMpsThreadPercentageAnnotation], "1");
   EXPECT_FALSE(tiny.contains(kMpsMemLimitAnnotation));
   EXPECT_EQ(*DecodeAssignment(EncodeAssignment(a)), a);
@@ -851,8 +855,8 @@ TEST(ExtenderProtocol, SharedGpuExampleReadsTheAnnotationsBindWrites) {
   absl::StatusOr<std::vector<YAML::Node>> docs = ParseYamlDocuments(file, *text);
   ASSERT_TRUE(docs.ok()) << docs.status();
   ASSERT_EQ(docs->size(), 1u);
-  const std::map<std::string, std::string> written =
-      AssignmentAnnotations({.node = "n", .gpus = {0}, .milli_per_gpu = 214}, int64_t{1} << 30);
+  const std::map<std::string, std::string> written = AssignmentAnnotations(
+      {.node = "n", .gpus = {0}, .milli_per_gpu = 214, .user = ""}, int64_t{1} << 30);
   std::map<std::string, std::string> read;  // env name -> annotation
   for (const YAML::Node& c : (*docs)[0]["spec"]["template"]["spec"]["containers"]) {
     for (const YAML::Node& e : c["env"]) {
@@ -873,6 +877,56 @@ TEST(ExtenderProtocol, SharedGpuExampleReadsTheAnnotationsBindWrites) {
   // And the pods go to the scheduler profile that has the extender.
   EXPECT_EQ((*docs)[0]["spec"]["template"]["spec"]["schedulerName"].as<std::string>(),
             "tessera-scheduler");
+}
+
+// Under MPS, the user a sharing pod runs as: its main container's runAsUser, else the pod's, else
+// its image (whose USER the API does not show); the extender reads it only from pods the webhook
+// marked as MPS clients, and a restored assignment carries it.
+TEST(ExtenderProtocol, MpsUserComesFromTheMainContainersSecurityContext) {
+  json pod = ExtenderFixture("pod-share.json");
+  EXPECT_EQ(*MpsUserOf(pod), "image:vllm/vllm-openai:v0.6.3");
+  pod["spec"]["securityContext"]["runAsUser"] = 1000;
+  EXPECT_EQ(*MpsUserOf(pod), "1000");
+  pod["spec"]["containers"][0]["securityContext"]["runAsUser"] = 0;
+  EXPECT_EQ(*MpsUserOf(pod), "0");
+  // A sidecar listed first: the main container is the one kubectl's annotation names.
+  json sidecar = {
+      {"name", "metrics"}, {"image", "exporter:1"}, {"securityContext", {{"runAsUser", 65532}}}};
+  pod["spec"]["containers"].insert(pod["spec"]["containers"].begin(), sidecar);
+  EXPECT_EQ(*MpsUserOf(pod), "65532");
+  pod["metadata"]["annotations"][kDefaultContainerAnnotation] = "server";
+  EXPECT_EQ(*MpsUserOf(pod), "0");
+  pod["spec"]["containers"][1]["securityContext"]["runAsUser"] = "root";
+  absl::StatusOr<std::string> bad = MpsUserOf(pod);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "pod.spec.containers[1].securityContext.runAsUser: expected a user ID (an integer "
+            ">= 0), found \"root\"");
+  EXPECT_THAT(
+      std::string(MpsUserOf(json{{"spec", {{"containers", json::array()}}}}).status().message()),
+      HasSubstr("pod.spec.containers: expected a non-empty array"));
+
+  // Only a pod the webhook marked is held to one user per GPU; the marker's value is not read.
+  json share = ExtenderFixture("pod-share.json");
+  absl::StatusOr<PodInfo> plain = DecodePod(share);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->request.user, "");
+  share["metadata"]["annotations"][kMpsUserAnnotation] = "edited";
+  share["metadata"]["annotations"][kGpuAssignmentAnnotation] =
+      EncodeAssignment({.node = "gpu-h100-1", .gpus = {2}, .milli_per_gpu = 226, .user = ""});
+  absl::StatusOr<PodInfo> marked = DecodePod(share);
+  ASSERT_TRUE(marked.ok()) << marked.status();
+  EXPECT_EQ(marked->request.user, "image:vllm/vllm-openai:v0.6.3");
+  ASSERT_TRUE(marked->assignment.has_value());
+  EXPECT_EQ(marked->assignment->user, "image:vllm/vllm-openai:v0.6.3");
+  // Whole GPUs share with no one.
+  share["metadata"]["annotations"]["tessera.io/gpu-compute"] = "1";
+  share["metadata"]["annotations"][kGpuAssignmentAnnotation] =
+      EncodeAssignment({.node = "gpu-h100-1", .gpus = {2}, .milli_per_gpu = 1000, .user = ""});
+  absl::StatusOr<PodInfo> whole = DecodePod(share);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->request.user, "");
+  EXPECT_EQ(whole->assignment->user, "");
 }
 
 TEST(ExtenderProtocol, DecodesPodWatchEvents) {
@@ -1382,8 +1436,42 @@ json RunningSharePod(int i, const std::string& node, int gpu, int64_t milli, int
   p["status"]["phase"] = "Running";
   p["status"]["startTime"] = absl::StrCat("2026-12-01T10:", 30 - i, ":00Z");
   p["metadata"]["annotations"][kGpuAssignmentAnnotation] =
-      EncodeAssignment({.node = node, .gpus = {gpu}, .milli_per_gpu = milli});
+      EncodeAssignment({.node = node, .gpus = {gpu}, .milli_per_gpu = milli, .user = ""});
   return p;
+}
+
+// Under MPS, each GPU is kept to one user's pods, also across a restart: the held pods' users
+// come from their specs in the API's list. Eight Triton pods running as user 1000 share every GPU
+// of the H100 node: a vLLM pod (its image's user) does not fit there, another Triton pod does,
+// and a pod the webhook did not mark as an MPS client is not held to the rule.
+TEST(Extender, KeepsEachGpuToOneUsersPodsUnderMps) {
+  FakeApi api;
+  auto mps_client = [](json p, std::optional<int> uid) {
+    p["metadata"]["annotations"][kMpsUserAnnotation] = "set by the webhook";
+    if (uid.has_value()) p["spec"]["securityContext"]["runAsUser"] = *uid;
+    return p;
+  };
+  for (int g = 0; g < 8; ++g) {
+    api.AddPod(mps_client(RunningSharePod(g, "gpu-h100-1", g, 300, 0), 1000));
+  }
+  Served ext(api.WriteKubeconfig(TempDir()));
+  absl::StatusOr<std::vector<std::string>> problems = ext.svc->Sync();
+  ASSERT_TRUE(problems.ok()) << problems.status();
+  EXPECT_EQ(ext.svc->held_pods(), 8);
+  auto filter = [&](const json& pod) {
+    httplib::Result r = ext.Post("filter", ArgsWithNodes(pod, {"node-h100.json"}).dump());
+    EXPECT_TRUE(r && r->status == 200);
+    return r ? json::parse(r->body) : json();
+  };
+  json vllm = filter(mps_client(SharePod(100, "8Gi", "0.1"), std::nullopt));
+  EXPECT_EQ(vllm["nodes"]["items"].size(), 0u);
+  EXPECT_EQ(vllm["failedNodes"]["gpu-h100-1"],
+            "the GPUs with 101 milli-GPU free are shared by pods of another user (1000), and MPS "
+            "serves one user's pods per GPU at a time");
+  json triton = filter(mps_client(SharePod(101, "8Gi", "0.1"), 1000));
+  EXPECT_EQ(triton["nodes"]["items"].size(), 1u);
+  json unmarked = filter(SharePod(102, "8Gi", "0.1"));
+  EXPECT_EQ(unmarked["nodes"]["items"].size(), 1u);
 }
 
 // kube-scheduler's preempt verb, in both nodeCacheCapable forms: the GPU holders of lower
@@ -2154,7 +2242,7 @@ json PodOnL4(int i) {
   p["spec"]["nodeName"] = "gpu-l4-1";
   p["status"]["phase"] = "Running";
   p["metadata"]["annotations"][kGpuAssignmentAnnotation] =
-      EncodeAssignment({.node = "gpu-l4-1", .gpus = {0}, .milli_per_gpu = 450});
+      EncodeAssignment({.node = "gpu-l4-1", .gpus = {0}, .milli_per_gpu = 450, .user = ""});
   return p;
 }
 
@@ -2397,7 +2485,7 @@ TEST(Extender, SyncListsInPagesAndRestartsOnAnExpiredToken) {
     p["spec"]["nodeName"] = "gpu-h100-1";
     p["status"]["phase"] = "Running";
     p["metadata"]["annotations"][kGpuAssignmentAnnotation] =
-        EncodeAssignment({.node = "gpu-h100-1", .gpus = {i}, .milli_per_gpu = 130});
+        EncodeAssignment({.node = "gpu-h100-1", .gpus = {i}, .milli_per_gpu = 130, .user = ""});
     api.AddPod(p);
   }
   api.CapPagesAt(2);  // 3 nodes in 2 pages, 7 pods in 4

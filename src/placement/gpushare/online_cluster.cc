@@ -105,8 +105,10 @@ std::vector<std::string> OnlineCluster::RebuildState() {
     }
   }
   ending_on_.clear();
+  users_on_.clear();
   for (const auto& [uid, h] : held_) {
     if (h.ending) Index(ending_on_, h.a.node, uid, true);
+    CountUser(h.a, +1);
   }
   return dropped;
 }
@@ -176,16 +178,72 @@ std::string OnlineCluster::Unfit(const GpuRequest& req, int node, const std::str
   }
   std::string blocker;
   const std::optional<std::vector<int64_t>> room = RoomLeft(node, uid, priority, &blocker);
-  if (!room.has_value() || (blocker.empty() && GpusHaveRoom(*room, *share, req.num_gpu))) {
-    return "";
-  }
   if (!blocker.empty()) {
     return absl::StrCat("pod ", blocker, " is nominated to this node and waits for GPU room here");
   }
+  if (room.has_value() && !GpusHaveRoom(*room, *share, req.num_gpu)) {
+    std::vector<std::string> names;
+    for (const Nominated* n : Ahead(node, uid, priority)) names.push_back(n->name);
+    return absl::StrCat("the GPU room left is kept for the pods nominated to this node (",
+                        absl::StrJoin(names, ", "), ")");
+  }
+  if (req.user.empty()) {
+    return "";
+  }
+  const std::vector<int> other = OtherUsers(node, req.user, nullptr);
+  const std::vector<int64_t>& free = room.has_value() ? *room : state_.node(node).gpu_free;
+  int open = 0;
+  for (size_t g = 0; g < free.size(); ++g) {
+    open += other[g] == 0 && free[g] >= *share ? 1 : 0;
+  }
+  if (open >= req.num_gpu) {
+    return "";
+  }
+  std::string others;
+  OtherUsers(node, req.user, &others);
+  return absl::StrCat("the GPUs with ", *share, " milli-GPU free are shared by pods of another ",
+                      "user (", others, "), and MPS serves one user's pods per GPU at a time");
+}
+
+std::vector<int> OnlineCluster::OtherUsers(int node, const std::string& user,
+                                           std::string* others) const {
+  std::vector<int> out(state_.node(node).gpu_free.size(), 0);
+  auto on = users_on_.find(nodes_[node].name);
+  if (user.empty() || on == users_on_.end()) {
+    return out;
+  }
   std::vector<std::string> names;
-  for (const Nominated* n : Ahead(node, uid, priority)) names.push_back(n->name);
-  return absl::StrCat("the GPU room left is kept for the pods nominated to this node (",
-                      absl::StrJoin(names, ", "), ")");
+  for (size_t g = 0; g < on->second.size() && g < out.size(); ++g) {
+    for (const auto& [u, pods] : on->second[g]) {
+      if (u == user) continue;
+      out[g] += pods;
+      if (others != nullptr && std::find(names.begin(), names.end(), u) == names.end()) {
+        names.push_back(u);
+      }
+    }
+  }
+  if (others != nullptr) {
+    std::sort(names.begin(), names.end());
+    *others = absl::StrJoin(names, ", ");
+  }
+  return out;
+}
+
+void OnlineCluster::CountUser(const Assignment& a, int delta) {
+  if (a.user.empty()) return;
+  std::vector<GpuUsers>& gpus = users_on_[a.node];
+  bool any = false;
+  for (int g : a.gpus) {
+    if (static_cast<size_t>(g) >= gpus.size()) gpus.resize(g + 1);
+    GpuUsers& users = gpus[g];
+    auto it = std::find_if(users.begin(), users.end(),
+                           [&](const auto& entry) { return entry.first == a.user; });
+    if (it == users.end()) it = users.insert(users.end(), {a.user, 0});
+    it->second += delta;
+    if (it->second <= 0) users.erase(it);
+  }
+  for (const GpuUsers& users : gpus) any = any || !users.empty();
+  if (!any) users_on_.erase(a.node);
 }
 
 std::optional<std::vector<int64_t>> OnlineCluster::RoomLeft(int node, const std::string& uid,
@@ -392,6 +450,7 @@ absl::Status OnlineCluster::Hold(const std::string& uid, int node, const Assignm
   }
   state_.Assign(node, spec, a.gpus);
   held_[uid] = Held{a, spec, ++generation_};
+  CountUser(a, +1);
   ClearNomination(uid);  // bound: no longer waiting
   return absl::OkStatus();
 }
@@ -409,7 +468,8 @@ absl::StatusOr<Assignment> OnlineCluster::Reserve(const std::string& uid, const 
     return absl::AlreadyExistsError(
         absl::StrCat("pod ", uid, " already holds GPUs on node ", held->node));
   }
-  Assignment a{.node = node, .gpus = {}, .milli_per_gpu = 0};
+  Assignment a;
+  a.node = node;
   if (req.num_gpu <= 0) {
     return a;
   }
@@ -421,25 +481,27 @@ absl::StatusOr<Assignment> OnlineCluster::Reserve(const std::string& uid, const 
   TESSERA_ASSIGN_OR_RETURN(int64_t share, ShareOn(req, nodes_[it->second]));
   PodSpec spec = SpecOn(req, share);
   policy_->Observe(spec);
-  // Where pods nominated to the node wait, the policy sees the node as they will leave it: the
-  // share they need is held for the moment of the choice (a placeholder pod per GPU).
-  std::vector<std::pair<int, PodSpec>> kept;
+  // Where pods nominated to the node wait, the policy sees the node as they will leave it, and
+  // GPUs shared by another user's pods as full: what it may not take is held for the moment of
+  // the choice (a placeholder pod per GPU).
   std::string blocker;  // none: Unfit found room
-  if (const std::optional<std::vector<int64_t>> room =
-          RoomLeft(it->second, uid, priority, &blocker)) {
-    const std::vector<int64_t> free = state_.node(it->second).gpu_free;
-    for (size_t g = 0; g < free.size(); ++g) {
-      if (free[g] == (*room)[g]) continue;
-      PodSpec placeholder;
-      placeholder.num_gpu = 1;
-      placeholder.gpu_milli = free[g] - (*room)[g];
-      state_.Assign(it->second, placeholder, {static_cast<int>(g)});
-      kept.emplace_back(static_cast<int>(g), placeholder);
-    }
+  const std::vector<int64_t> free = state_.node(it->second).gpu_free;
+  std::vector<int64_t> room = RoomLeft(it->second, uid, priority, &blocker).value_or(free);
+  const std::vector<int> other = OtherUsers(it->second, req.user, nullptr);
+  std::vector<std::pair<int, PodSpec>> kept;
+  for (size_t g = 0; g < free.size(); ++g) {
+    if (other[g] > 0) room[g] = 0;
+    if (free[g] == room[g]) continue;
+    PodSpec placeholder;
+    placeholder.num_gpu = 1;
+    placeholder.gpu_milli = free[g] - room[g];
+    state_.Assign(it->second, placeholder, {static_cast<int>(g)});
+    kept.emplace_back(static_cast<int>(g), placeholder);
   }
   a.gpus = policy_->Score(state_, it->second, spec).gpus;
   for (const auto& [g, placeholder] : kept) state_.Release(it->second, placeholder, {g});
   a.milli_per_gpu = share;
+  if (spec.sharing()) a.user = req.user;
   TESSERA_RETURN_IF_ERROR(Hold(uid, it->second, a));
   return a;
 }
@@ -470,6 +532,7 @@ void OnlineCluster::Release(const std::string& uid) {
   }
   state_.Release(index_.at(it->second.a.node), it->second.spec, it->second.a.gpus);
   if (it->second.ending) Index(ending_on_, it->second.a.node, uid, false);
+  CountUser(it->second.a, -1);
   held_.erase(it);
 }
 
@@ -509,16 +572,24 @@ std::map<std::string, std::vector<std::string>> OnlineCluster::PreemptionVictims
     // Nominated pods ahead of this one keep the room they need on what the node will have.
     const std::vector<const Nominated*> ahead = Ahead(idx->second, uid, priority);
     std::vector<int64_t> ending = ahead.empty() ? std::vector<int64_t>() : Ending(idx->second);
-    auto give_back = [&free, &ending](const Held& h, int sign) {
+    // Per GPU, the pods of another user still sharing it: the GPU is open once none is left.
+    std::vector<int> other = OtherUsers(idx->second, req.user, nullptr);
+    auto give_back = [&free, &ending, &other, &req](const Held& h, int sign) {
+      const bool other_user = !req.user.empty() && !h.a.user.empty() && h.a.user != req.user;
       for (int g : h.a.gpus) {
         free[g] += sign * h.a.milli_per_gpu;
         if (h.ending && !ending.empty()) ending[g] -= sign * h.a.milli_per_gpu;
+        if (other_user) other[g] -= sign;
       }
     };
     auto fits = [&] {
-      if (ahead.empty()) return GpusHaveRoom(free, *share, req.num_gpu);
+      if (ahead.empty() && req.user.empty()) return GpusHaveRoom(free, *share, req.num_gpu);
       std::string blocker;
-      std::vector<int64_t> room = Room(idx->second, free, ending, ahead, &blocker);
+      std::vector<int64_t> room =
+          ahead.empty() ? free : Room(idx->second, free, ending, ahead, &blocker);
+      for (size_t g = 0; g < room.size(); ++g) {
+        if (other[g] > 0) room[g] = 0;
+      }
       return blocker.empty() && GpusHaveRoom(room, *share, req.num_gpu);
     };
     // kube-scheduler's SelectVictimsOnNode: every lower-priority holder goes; if the pod fits

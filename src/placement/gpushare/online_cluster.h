@@ -38,6 +38,11 @@ struct GpuRequest {
   int64_t memory_bytes = 0;         // per GPU; 0 = not given
   int64_t compute_milli = 0;        // per GPU, 1..1000; 1000 with num_gpu >= 1 = whole GPUs
   std::vector<std::string> models;  // allowed catalog model names; empty = any
+  // The user its processes run as where GPUs are shared through MPS, whose daemon serves one
+  // user's clients per GPU at a time (a client of another user waits until every client of the
+  // running server has exited): a pod sharing a GPU goes only where the other pods sharing it
+  // have the same user. "" = no such rule (no MPS, or whole GPUs).
+  std::string user;
 
   bool whole() const { return compute_milli >= kGpuMilli; }
 };
@@ -57,6 +62,7 @@ struct Assignment {
   std::string node;
   std::vector<int> gpus;      // indices on the node
   int64_t milli_per_gpu = 0;  // share of each (1000 = whole)
+  std::string user;           // GpuRequest::user of a pod sharing its GPU; "" = none
 
   bool operator==(const Assignment&) const = default;
 };
@@ -104,7 +110,10 @@ class OnlineCluster {
   absl::StatusOr<int64_t> ShareOn(const GpuRequest& req, const OnlineNode& node) const;
 
   // The nodes of `names` where `req` fits: its share has room now, and leaves room for the pods
-  // nominated to the node (below) of at least `priority` other than `uid` (the pod asking).
+  // nominated to the node (below) of at least `priority` other than `uid` (the pod asking); with
+  // a user (GpuRequest::user), on a GPU that no pod of another user shares. (Nominated pods keep
+  // their room whatever their users: a nominated pod may find its room taken by another user's
+  // pod, and is then placed elsewhere on its next attempt.)
   FilterOutcome Filter(const GpuRequest& req, const std::vector<std::string>& names,
                        const std::string& uid = "", int32_t priority = 0) const;
 
@@ -117,7 +126,8 @@ class OnlineCluster {
                                                           int64_t max_score = 10) const;
 
   // Chooses the GPUs on `node` by the policy and holds them for pod `uid` (of `priority`), among
-  // those that leave room for the nominated pods Filter keeps it from. Reserving a pod that
+  // those that leave room for the nominated pods Filter keeps it from and that no pod of another
+  // user shares (the policy sees those GPUs as full). Reserving a pod that
   // already holds GPUs on that node returns the held assignment; on another node, an error.
   absl::StatusOr<Assignment> Reserve(const std::string& uid, const GpuRequest& req,
                                      const std::string& node, int32_t priority = 0);
@@ -158,17 +168,18 @@ class OnlineCluster {
   // Preemption (kube-scheduler's preempt verb): for each candidate node of `chosen`, the pods
   // kube-scheduler would evict there for its own reasons (UIDs), returns the victims that let
   // `req` fit the node's GPUs: the chosen ones, plus the lower-priority pods holding GPUs there
-  // that it needs, chosen as kube-scheduler's SelectVictimsOnNode does: all of them go, then each
-  // is spared while the pod still fits, the most important first (highest priority, then the
-  // earliest started); the added ones are listed least important first. A node where even all
-  // of them would not make room, or where `req` can never run, is left out, and so is one that
-  // would have no victim (the pod fits there already). A pod that asks for no GPU keeps every
-  // node as chosen.
-  // Nominated pods of at least `priority` other than `uid` keep their room, as in Filter
-  // (kube-scheduler checks its own victims with the nominated pods added too). With `budgets`,
-  // candidates whose eviction would violate a PodDisruptionBudget (once kube-scheduler's victims
-  // and the more important candidates have used what it allows) are spared before the others,
-  // as kube-scheduler does, and those still taken are counted per node in `added_violations`.
+  // that it needs (for their share, or for their user: a GPU opens to `req`'s user once every
+  // pod of another user sharing it is gone), chosen as kube-scheduler's SelectVictimsOnNode does:
+  // all of them go, then each is spared while the pod still fits, the most important first (highest
+  // priority, then the earliest started); the added ones are listed least important first. A node
+  // where even all of them would not make room, or where `req` can never run, is left out, and so
+  // is one that would have no victim (the pod fits there already). A pod that asks for no GPU keeps
+  // every node as chosen. Nominated pods of at least `priority` other than `uid` keep their room,
+  // as in Filter (kube-scheduler checks its own victims with the nominated pods added too). With
+  // `budgets`, candidates whose eviction would violate a PodDisruptionBudget (once kube-scheduler's
+  // victims and the more important candidates have used what it allows) are spared before the
+  // others, as kube-scheduler does, and those still taken are counted per node in
+  // `added_violations`.
   std::map<std::string, std::vector<std::string>> PreemptionVictims(
       const GpuRequest& req, int32_t priority,
       const std::map<std::string, std::vector<std::string>>& chosen, const std::string& uid = "",
@@ -252,6 +263,9 @@ class OnlineCluster {
                             const std::vector<const Nominated*>& ahead, std::string* blocker) const;
   // Per GPU of `node`, the share held by its ending pods.
   std::vector<int64_t> Ending(int node) const;
+  // Per GPU of `node`, how many pods sharing it run as a user other than `user` (GpuRequest::
+  // user); all zero when `user` is "". Names those users in `*others` when given.
+  std::vector<int> OtherUsers(int node, const std::string& user, std::string* others) const;
 
   std::unique_ptr<Policy> policy_;
   ClusterState state_{{}};
@@ -265,6 +279,11 @@ class OnlineCluster {
   std::map<std::string, Nominated> nominated_;  // by UID
   NodeIndex nominated_on_;
   NodeIndex ending_on_;
+  // Per node, per GPU, the users (Assignment::user) of the held pods sharing it, with how many
+  // pods each; nodes without such pods are absent.
+  using GpuUsers = std::vector<std::pair<std::string, int>>;
+  absl::flat_hash_map<std::string, std::vector<GpuUsers>> users_on_;
+  void CountUser(const Assignment& a, int delta);
   uint64_t generation_ = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "placement/gpushare/online_cluster.h"
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "placement/gpushare/tessera_policy.h"
 
@@ -13,12 +14,15 @@ OnlineNode H100(const std::string& name, int gpus = 8) {
 }
 
 GpuRequest Share(int64_t memory_gib, int64_t compute_milli) {
-  return {
-      .num_gpu = 1, .memory_bytes = memory_gib * kGi, .compute_milli = compute_milli, .models = {}};
+  return {.num_gpu = 1,
+          .memory_bytes = memory_gib * kGi,
+          .compute_milli = compute_milli,
+          .models = {},
+          .user = ""};
 }
 
 GpuRequest Whole(int n) {
-  return {.num_gpu = n, .memory_bytes = 0, .compute_milli = kGpuMilli, .models = {}};
+  return {.num_gpu = n, .memory_bytes = 0, .compute_milli = kGpuMilli, .models = {}, .user = ""};
 }
 
 TEST(OnlineCluster, ShareIsTheLargerOfComputeAndMemory) {
@@ -80,7 +84,7 @@ TEST(OnlineCluster, PrioritizeRanksByPolicyScaledToMax) {
   for (const char* n : {"a", "b", "c"}) {
     c.UpsertNode(H100(n, 1));
   }
-  ASSERT_TRUE(c.Restore("x", {.node = "b", .gpus = {0}, .milli_per_gpu = 500}).ok());
+  ASSERT_TRUE(c.Restore("x", {.node = "b", .gpus = {0}, .milli_per_gpu = 500, .user = ""}).ok());
   auto scores = c.Prioritize(Share(40, 100), {"a", "b", "c"});
   ASSERT_EQ(scores.size(), 3u);
   int64_t best = -1;
@@ -106,23 +110,25 @@ TEST(OnlineCluster, PrioritizeRanksByPolicyScaledToMax) {
 TEST(OnlineCluster, RestoreRejectsConflictsAndBadAssignments) {
   OnlineCluster c(MakeTesseraPolicy());
   c.UpsertNode(H100("a", 2));
-  EXPECT_TRUE(c.Restore("p1", {.node = "a", .gpus = {1}, .milli_per_gpu = 700}).ok());
-  EXPECT_FALSE(c.Restore("p2", {.node = "a", .gpus = {1}, .milli_per_gpu = 400}).ok());
-  EXPECT_FALSE(c.Restore("p3", {.node = "a", .gpus = {2}, .milli_per_gpu = 100}).ok());
-  EXPECT_FALSE(c.Restore("p4", {.node = "a", .gpus = {0, 0}, .milli_per_gpu = 1000}).ok());
-  EXPECT_FALSE(c.Restore("p5", {.node = "a", .gpus = {0, 1}, .milli_per_gpu = 300}).ok());
-  EXPECT_FALSE(c.Restore("p6", {.node = "zz", .gpus = {0}, .milli_per_gpu = 100}).ok());
+  EXPECT_TRUE(c.Restore("p1", {.node = "a", .gpus = {1}, .milli_per_gpu = 700, .user = ""}).ok());
+  EXPECT_FALSE(c.Restore("p2", {.node = "a", .gpus = {1}, .milli_per_gpu = 400, .user = ""}).ok());
+  EXPECT_FALSE(c.Restore("p3", {.node = "a", .gpus = {2}, .milli_per_gpu = 100, .user = ""}).ok());
+  EXPECT_FALSE(
+      c.Restore("p4", {.node = "a", .gpus = {0, 0}, .milli_per_gpu = 1000, .user = ""}).ok());
+  EXPECT_FALSE(
+      c.Restore("p5", {.node = "a", .gpus = {0, 1}, .milli_per_gpu = 300, .user = ""}).ok());
+  EXPECT_FALSE(c.Restore("p6", {.node = "zz", .gpus = {0}, .milli_per_gpu = 100, .user = ""}).ok());
   EXPECT_EQ(c.used_milli(), 700);
 }
 
 TEST(OnlineCluster, ResyncReleasesLeaversKeepsRecentReservations) {
   OnlineCluster c(MakeTesseraPolicy());
   c.UpsertNode(H100("a", 4));
-  ASSERT_TRUE(c.Restore("old", {.node = "a", .gpus = {0}, .milli_per_gpu = 1000}).ok());
+  ASSERT_TRUE(c.Restore("old", {.node = "a", .gpus = {0}, .milli_per_gpu = 1000, .user = ""}).ok());
   uint64_t list_started = c.generation();
   ASSERT_TRUE(c.Reserve("fresh", Whole(1), "a").ok());  // bound while the list was in flight
   std::map<std::string, Assignment> live = {
-      {"other", {.node = "a", .gpus = {3}, .milli_per_gpu = 200}}};
+      {"other", {.node = "a", .gpus = {3}, .milli_per_gpu = 200, .user = ""}}};
   OnlineCluster::ResyncResult r = c.Resync(live, list_started);
   EXPECT_EQ(r.released, 1);  // "old" left
   EXPECT_EQ(r.restored, 1);  // "other" bound by someone else
@@ -135,8 +141,8 @@ TEST(OnlineCluster, ResyncReleasesLeaversKeepsRecentReservations) {
 TEST(OnlineCluster, NodeChangeKeepsPodsThatStillFit) {
   OnlineCluster c(MakeTesseraPolicy());
   c.UpsertNode(H100("a", 4));
-  ASSERT_TRUE(c.Restore("p0", {.node = "a", .gpus = {0}, .milli_per_gpu = 500}).ok());
-  ASSERT_TRUE(c.Restore("p3", {.node = "a", .gpus = {3}, .milli_per_gpu = 500}).ok());
+  ASSERT_TRUE(c.Restore("p0", {.node = "a", .gpus = {0}, .milli_per_gpu = 500, .user = ""}).ok());
+  ASSERT_TRUE(c.Restore("p3", {.node = "a", .gpus = {3}, .milli_per_gpu = 500, .user = ""}).ok());
   std::vector<std::string> dropped = c.UpsertNode(H100("a", 2));  // two GPUs went away
   EXPECT_EQ(dropped, std::vector<std::string>{"p3"});
   EXPECT_EQ(c.total_milli(), 2000);
@@ -151,8 +157,9 @@ TEST(OnlineCluster, RemovesNodesThatLeft) {
   c.UpsertNode(H100("a", 4));
   c.UpsertNode(H100("b", 2));
   c.UpsertNode(H100("c", 2));
-  ASSERT_TRUE(c.Restore("on-a", {.node = "a", .gpus = {1}, .milli_per_gpu = 300}).ok());
-  ASSERT_TRUE(c.Restore("on-b", {.node = "b", .gpus = {0}, .milli_per_gpu = 1000}).ok());
+  ASSERT_TRUE(c.Restore("on-a", {.node = "a", .gpus = {1}, .milli_per_gpu = 300, .user = ""}).ok());
+  ASSERT_TRUE(
+      c.Restore("on-b", {.node = "b", .gpus = {0}, .milli_per_gpu = 1000, .user = ""}).ok());
   uint64_t list_started = c.generation();
   c.UpsertNode(H100("new", 8));  // joined while the list was in flight: not in it
   EXPECT_TRUE(c.RemoveNodesExcept({"a", "b", "c"}, list_started).empty());
@@ -182,9 +189,10 @@ TEST(OnlineCluster, RemovesNodesThatLeft) {
 TEST(OnlineCluster, RemovesOneNode) {
   OnlineCluster c(MakeTesseraPolicy());
   for (const char* name : {"a", "b", "c", "d"}) c.UpsertNode(H100(name, 2));
-  ASSERT_TRUE(c.Restore("on-a", {.node = "a", .gpus = {1}, .milli_per_gpu = 300}).ok());
-  ASSERT_TRUE(c.Restore("on-c", {.node = "c", .gpus = {0}, .milli_per_gpu = 1000}).ok());
-  ASSERT_TRUE(c.Restore("on-d", {.node = "d", .gpus = {1}, .milli_per_gpu = 700}).ok());
+  ASSERT_TRUE(c.Restore("on-a", {.node = "a", .gpus = {1}, .milli_per_gpu = 300, .user = ""}).ok());
+  ASSERT_TRUE(
+      c.Restore("on-c", {.node = "c", .gpus = {0}, .milli_per_gpu = 1000, .user = ""}).ok());
+  ASSERT_TRUE(c.Restore("on-d", {.node = "d", .gpus = {1}, .milli_per_gpu = 700, .user = ""}).ok());
   EXPECT_TRUE(c.RemoveNode("b").empty());
   EXPECT_TRUE(c.RemoveNode("b").empty());  // unknown now: nothing
   EXPECT_FALSE(c.HasNode("b"));
@@ -214,9 +222,9 @@ TEST(OnlineCluster, PreemptionVictimsFreeTheGpuTheShareNeeds) {
   OnlineCluster c(MakeTesseraPolicy());
   c.UpsertNode(H100("n", 2));
   c.UpsertNode({.name = "cpu", .gpus = 0, .model = "", .gpu_memory_bytes = 0});
-  ASSERT_TRUE(c.Restore("a", {.node = "n", .gpus = {0}, .milli_per_gpu = 600}).ok());
-  ASSERT_TRUE(c.Restore("b", {.node = "n", .gpus = {1}, .milli_per_gpu = 600}).ok());
-  ASSERT_TRUE(c.Restore("c", {.node = "n", .gpus = {0}, .milli_per_gpu = 300}).ok());
+  ASSERT_TRUE(c.Restore("a", {.node = "n", .gpus = {0}, .milli_per_gpu = 600, .user = ""}).ok());
+  ASSERT_TRUE(c.Restore("b", {.node = "n", .gpus = {1}, .milli_per_gpu = 600, .user = ""}).ok());
+  ASSERT_TRUE(c.Restore("c", {.node = "n", .gpus = {0}, .milli_per_gpu = 300, .user = ""}).ok());
   const absl::Time t0 = absl::FromUnixSeconds(1764800000);
   c.SetImportance("a", 0, t0);
   c.SetImportance("b", 100, t0);
@@ -246,8 +254,8 @@ TEST(OnlineCluster, PreemptionVictimsFreeTheGpuTheShareNeeds) {
   // Among equal priorities the latest started goes first, as kube-scheduler orders victims; a
   // pod not started yet counts as the latest; then the order does not depend on the holding.
   c.UpsertNode(H100("m", 2));
-  ASSERT_TRUE(c.Restore("y", {.node = "m", .gpus = {1}, .milli_per_gpu = 900}).ok());
-  ASSERT_TRUE(c.Restore("x", {.node = "m", .gpus = {0}, .milli_per_gpu = 900}).ok());
+  ASSERT_TRUE(c.Restore("y", {.node = "m", .gpus = {1}, .milli_per_gpu = 900, .user = ""}).ok());
+  ASSERT_TRUE(c.Restore("x", {.node = "m", .gpus = {0}, .milli_per_gpu = 900, .user = ""}).ok());
   const GpuRequest share500 = Share(8, 500);
   EXPECT_EQ(c.PreemptionVictims(share500, 50, {{"m", {}}}), (Victims{{"m", {"y"}}}));
   c.SetImportance("x", 0, t0 + absl::Minutes(1));
@@ -284,7 +292,8 @@ TEST(OnlineCluster, PicksThePreemptionNodeAsKubeSchedulerDoes) {
   auto pod = [&](const std::string& uid, const std::string& node, int gpu, int32_t priority,
                  absl::Time started) {
     if (!c.HasNode(node)) c.UpsertNode(H100(node, 8));
-    ASSERT_TRUE(c.Restore(uid, {.node = node, .gpus = {gpu}, .milli_per_gpu = 500}).ok());
+    ASSERT_TRUE(
+        c.Restore(uid, {.node = node, .gpus = {gpu}, .milli_per_gpu = 500, .user = ""}).ok());
     c.SetImportance(uid, priority, started);
   };
   pod("a1", "a", 0, 10, t0);
@@ -338,8 +347,9 @@ TEST(OnlineCluster, NominatedPodsKeepTheRoomTheyWaitFor) {
   using Victims = std::map<std::string, std::vector<std::string>>;
   const absl::Time t0 = absl::FromUnixSeconds(1764800000);
   // GPU 0 held whole by `old`, GPU 1 by `young` (started later); both priority 0.
-  ASSERT_TRUE(c.Restore("old", {.node = "n", .gpus = {0}, .milli_per_gpu = 1000}).ok());
-  ASSERT_TRUE(c.Restore("young", {.node = "n", .gpus = {1}, .milli_per_gpu = 500}).ok());
+  ASSERT_TRUE(c.Restore("old", {.node = "n", .gpus = {0}, .milli_per_gpu = 1000, .user = ""}).ok());
+  ASSERT_TRUE(
+      c.Restore("young", {.node = "n", .gpus = {1}, .milli_per_gpu = 500, .user = ""}).ok());
   c.SetImportance("old", 0, t0);
   c.SetImportance("young", 0, t0 + absl::Minutes(1));
   // `q` (priority 1000, a whole GPU) preempted `old`, which is ending, and waits on n.
@@ -366,7 +376,8 @@ TEST(OnlineCluster, NominatedPodsKeepTheRoomTheyWaitFor) {
   {
     OnlineCluster free(MakeTesseraPolicy());
     free.UpsertNode(H100("n", 2));
-    ASSERT_TRUE(free.Restore("young", {.node = "n", .gpus = {1}, .milli_per_gpu = 500}).ok());
+    ASSERT_TRUE(
+        free.Restore("young", {.node = "n", .gpus = {1}, .milli_per_gpu = 500, .user = ""}).ok());
     EXPECT_EQ(free.Reserve("p", Share(8, 300), "n", 0)->gpus, std::vector<int>{0});
   }
   c.Release("p");
@@ -408,9 +419,9 @@ TEST(OnlineCluster, PreemptionSparesWhatBudgetsProtectFirst) {
   OnlineCluster c(MakeTesseraPolicy());
   c.UpsertNode(H100("n", 2));
   const absl::Time t0 = absl::FromUnixSeconds(1764800000);
-  ASSERT_TRUE(c.Restore("a", {.node = "n", .gpus = {0}, .milli_per_gpu = 600}).ok());
-  ASSERT_TRUE(c.Restore("b", {.node = "n", .gpus = {1}, .milli_per_gpu = 600}).ok());
-  ASSERT_TRUE(c.Restore("c", {.node = "n", .gpus = {0}, .milli_per_gpu = 300}).ok());
+  ASSERT_TRUE(c.Restore("a", {.node = "n", .gpus = {0}, .milli_per_gpu = 600, .user = ""}).ok());
+  ASSERT_TRUE(c.Restore("b", {.node = "n", .gpus = {1}, .milli_per_gpu = 600, .user = ""}).ok());
+  ASSERT_TRUE(c.Restore("c", {.node = "n", .gpus = {0}, .milli_per_gpu = 300, .user = ""}).ok());
   c.SetImportance("a", 0, t0);
   c.SetImportance("b", 0, t0 + absl::Minutes(1));
   c.SetImportance("c", 0, t0 + absl::Minutes(5));
@@ -439,6 +450,64 @@ TEST(OnlineCluster, PreemptionSparesWhatBudgetsProtectFirst) {
   EXPECT_EQ(c.PreemptionVictims(share700, 50, {{"n", {"cpu"}}}, "p", &budgets, &violations),
             (Victims{{"n", {"cpu", "b"}}}));
   EXPECT_EQ(violations["n"], 1);
+}
+
+GpuRequest OfUser(GpuRequest req, const std::string& user) {
+  req.user = user;
+  return req;
+}
+
+// Under MPS a GPU serves one user's pods at a time: a pod of another user goes to a GPU no other
+// user shares, its placement is chosen among those, preemption counts the other users' pods as
+// in its way, and a rebuilt state keeps the users.
+TEST(OnlineCluster, KeepsEachGpuToOneUsersPods) {
+  using Victims = std::map<std::string, std::vector<std::string>>;
+  OnlineCluster c(MakeTesseraPolicy());
+  c.UpsertNode(H100("n", 2));
+  ASSERT_TRUE(
+      c.Restore("root-a", {.node = "n", .gpus = {0}, .milli_per_gpu = 300, .user = "0"}).ok());
+  // GPU 0 has room, but its pods run as root.
+  absl::StatusOr<Assignment> triton = c.Reserve("triton-a", OfUser(Share(8, 300), "1000"), "n");
+  ASSERT_TRUE(triton.ok()) << triton.status();
+  EXPECT_EQ(triton->gpus, std::vector<int>{1});
+  EXPECT_EQ(triton->user, "1000");
+  absl::StatusOr<Assignment> root = c.Reserve("root-b", OfUser(Share(8, 300), "0"), "n");
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(root->gpus, std::vector<int>{0});
+  // A third user finds both GPUs taken by others; a pod without a user is not held to the rule.
+  FilterOutcome third = c.Filter(OfUser(Share(8, 300), "2000"), {"n"});
+  EXPECT_TRUE(third.fit.empty());
+  EXPECT_EQ(third.failed["n"],
+            "the GPUs with 300 milli-GPU free are shared by pods of another user (0, 1000), and "
+            "MPS serves one user's pods per GPU at a time");
+  EXPECT_EQ(c.Filter(Share(8, 300), {"n"}).fit, std::vector<std::string>{"n"});
+  // Root's GPU has 400 free: 500 fits only on GPU 1, which is not root's.
+  EXPECT_THAT(c.Filter(OfUser(Share(8, 500), "0"), {"n"}).failed["n"],
+              ::testing::HasSubstr("another user (1000)"));
+  EXPECT_EQ(c.Filter(OfUser(Share(8, 500), "1000"), {"n"}).fit, std::vector<std::string>{"n"});
+  EXPECT_FALSE(c.Reserve("root-c", OfUser(Share(8, 500), "0"), "n").ok());
+  // Preemption: the third user's pod needs GPU 1 for itself, though its share has room there.
+  c.SetImportance("root-a", 1000);
+  c.SetImportance("root-b", 1000);
+  EXPECT_EQ(c.PreemptionVictims(OfUser(Share(8, 300), "2000"), 100, {{"n", {}}}),
+            (Victims{{"n", {"triton-a"}}}));
+  EXPECT_EQ(c.PreemptionVictims(Share(8, 300), 100, {{"n", {}}}), Victims{});
+  EXPECT_EQ(c.PreemptionVictims(OfUser(Share(8, 300), "2000"), 500, {{"n", {}}}).size(), 1u);
+  // A rebuilt state (a node left) holds the users again.
+  c.UpsertNode(H100("gone", 1));
+  ASSERT_EQ(c.RemoveNodesExcept({"n"}, c.generation()), std::vector<std::string>{});
+  EXPECT_EQ(c.Find("root-b")->user, "0");
+  EXPECT_EQ(c.Filter(OfUser(Share(8, 300), "2000"), {"n"}).fit, std::vector<std::string>{});
+  // Once Triton's pod is gone, GPU 1 is open to anyone.
+  c.Release("triton-a");
+  absl::StatusOr<Assignment> other = c.Reserve("other", OfUser(Share(8, 300), "2000"), "n");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->gpus, std::vector<int>{1});
+  // Whole GPUs carry no user.
+  c.Release("other");
+  absl::StatusOr<Assignment> whole = c.Reserve("whole", OfUser(Whole(1), "0"), "n");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->user, "");
 }
 
 }  // namespace

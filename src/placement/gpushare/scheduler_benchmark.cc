@@ -133,7 +133,8 @@ void BM_OnlineClusterRemoveNode50000Pods(benchmark::State& state) {
     absl::Status s = cluster.Restore("uid-" + std::to_string(i),
                                      {.node = "gpu-" + std::to_string(i / 8 % (kNodes - 1)),
                                       .gpus = {i % 8},
-                                      .milli_per_gpu = 500});
+                                      .milli_per_gpu = 500,
+                                      .user = ""});
     if (!s.ok()) state.SkipWithError("a pod could not be held");
   }
   const OnlineNode spare{
