@@ -177,7 +177,8 @@ std::string OnlineCluster::Unfit(const GpuRequest& req, int node, const std::str
     return absl::StrCat("no GPU has ", *share, " milli-GPU free");
   }
   std::string blocker;
-  const std::optional<std::vector<int64_t>> room = RoomLeft(node, uid, priority, &blocker);
+  const std::optional<std::vector<int64_t>> room =
+      RoomLeft(node, uid, priority, req.user, &blocker);
   if (!blocker.empty()) {
     return absl::StrCat("pod ", blocker, " is nominated to this node and waits for GPU room here");
   }
@@ -248,12 +249,13 @@ void OnlineCluster::CountUser(const Assignment& a, int delta) {
 
 std::optional<std::vector<int64_t>> OnlineCluster::RoomLeft(int node, const std::string& uid,
                                                             int32_t priority,
+                                                            const std::string& user,
                                                             std::string* blocker) const {
   const std::vector<const Nominated*> ahead = Ahead(node, uid, priority);
   if (ahead.empty()) {
     return std::nullopt;
   }
-  return Room(node, state_.node(node).gpu_free, Ending(node), ahead, blocker);
+  return Room(node, state_.node(node).gpu_free, Ending(node), ahead, user, blocker);
 }
 
 std::vector<const OnlineCluster::Nominated*> OnlineCluster::Ahead(int node, const std::string& uid,
@@ -273,17 +275,21 @@ std::vector<const OnlineCluster::Nominated*> OnlineCluster::Ahead(int node, cons
 std::vector<int64_t> OnlineCluster::Room(int node, const std::vector<int64_t>& free,
                                          const std::vector<int64_t>& ending,
                                          const std::vector<const Nominated*>& ahead,
-                                         std::string* blocker) const {
+                                         const std::string& user, std::string* blocker) const {
   struct Waiting {
     int32_t priority;
     PodSpec spec;
     const std::string* name;
+    const std::string* user;  // "" unless it shares a GPU under MPS
   };
+  static const std::string kNoUser;
   std::vector<Waiting> waiting;
   for (const Nominated* n : ahead) {
     absl::StatusOr<int64_t> share = ShareOn(n->req, nodes_[node]);
     if (!share.ok()) continue;  // it can never run here; its next attempt nominates it elsewhere
-    waiting.push_back({n->priority, SpecOn(n->req, *share), &n->name});
+    PodSpec spec = SpecOn(n->req, *share);
+    const bool mps = spec.sharing() && !n->req.user.empty();
+    waiting.push_back({n->priority, std::move(spec), &n->name, mps ? &n->req.user : &kNoUser});
   }
   std::sort(waiting.begin(), waiting.end(), [](const Waiting& x, const Waiting& y) {
     if (x.priority != y.priority) return x.priority > y.priority;
@@ -295,16 +301,44 @@ std::vector<int64_t> OnlineCluster::Room(int node, const std::vector<int64_t>& f
   NodeState future;
   future.gpu_free = free;
   for (size_t g = 0; g < ending.size(); ++g) future.gpu_free[g] += ending[g];
+  // Under MPS, the user each GPU is kept for by the waiting pods placed so far, and whether a
+  // held pod of a user other than `u` shares GPU g.
+  std::vector<const std::string*> kept_for(free.size(), nullptr);
+  auto held_users = users_on_.find(nodes_[node].name);
+  auto other_held = [&](size_t g, const std::string& u) {
+    if (held_users == users_on_.end() || g >= held_users->second.size()) return false;
+    for (const auto& [v, pods] : held_users->second[g]) {
+      if (v != u) return true;
+    }
+    return false;
+  };
   for (const Waiting& w : waiting) {
-    std::vector<int> gpus = BestFitGpus(future, w.spec);
+    std::vector<int> gpus;
+    if (w.user->empty()) {
+      gpus = BestFitGpus(future, w.spec);
+    } else {
+      NodeState open = future;
+      for (size_t g = 0; g < open.gpu_free.size(); ++g) {
+        if (other_held(g, *w.user) || (kept_for[g] != nullptr && *kept_for[g] != *w.user)) {
+          open.gpu_free[g] = 0;
+        }
+      }
+      gpus = BestFitGpus(open, w.spec);
+    }
     if (gpus.empty()) {
       if (blocker->empty()) *blocker = *w.name;
       continue;
     }
-    for (int g : gpus) future.gpu_free[g] -= w.spec.gpu_milli;
+    for (int g : gpus) {
+      future.gpu_free[g] -= w.spec.gpu_milli;
+      if (!w.user->empty()) kept_for[g] = w.user;
+    }
   }
   std::vector<int64_t> room(free.size());
-  for (size_t g = 0; g < free.size(); ++g) room[g] = std::min(free[g], future.gpu_free[g]);
+  for (size_t g = 0; g < free.size(); ++g) {
+    room[g] = std::min(free[g], future.gpu_free[g]);
+    if (!user.empty() && kept_for[g] != nullptr && *kept_for[g] != user) room[g] = 0;
+  }
   return room;
 }
 
@@ -486,7 +520,8 @@ absl::StatusOr<Assignment> OnlineCluster::Reserve(const std::string& uid, const 
   // the choice (a placeholder pod per GPU).
   std::string blocker;  // none: Unfit found room
   const std::vector<int64_t> free = state_.node(it->second).gpu_free;
-  std::vector<int64_t> room = RoomLeft(it->second, uid, priority, &blocker).value_or(free);
+  std::vector<int64_t> room =
+      RoomLeft(it->second, uid, priority, req.user, &blocker).value_or(free);
   const std::vector<int> other = OtherUsers(it->second, req.user, nullptr);
   std::vector<std::pair<int, PodSpec>> kept;
   for (size_t g = 0; g < free.size(); ++g) {
@@ -586,7 +621,7 @@ std::map<std::string, std::vector<std::string>> OnlineCluster::PreemptionVictims
       if (ahead.empty() && req.user.empty()) return GpusHaveRoom(free, *share, req.num_gpu);
       std::string blocker;
       std::vector<int64_t> room =
-          ahead.empty() ? free : Room(idx->second, free, ending, ahead, &blocker);
+          ahead.empty() ? free : Room(idx->second, free, ending, ahead, req.user, &blocker);
       for (size_t g = 0; g < room.size(); ++g) {
         if (other[g] > 0) room[g] = 0;
       }

@@ -111,9 +111,7 @@ class OnlineCluster {
 
   // The nodes of `names` where `req` fits: its share has room now, and leaves room for the pods
   // nominated to the node (below) of at least `priority` other than `uid` (the pod asking); with
-  // a user (GpuRequest::user), on a GPU that no pod of another user shares. (Nominated pods keep
-  // their room whatever their users: a nominated pod may find its room taken by another user's
-  // pod, and is then placed elsewhere on its next attempt.)
+  // a user (GpuRequest::user), on a GPU that no pod of another user shares or is kept for.
   FilterOutcome Filter(const GpuRequest& req, const std::vector<std::string>& names,
                        const std::string& uid = "", int32_t priority = 0) const;
 
@@ -251,16 +249,19 @@ class OnlineCluster {
   // The pods nominated to `node` that a pod of `priority` (`uid` itself excluded) leaves room
   // for; empty for most nodes.
   std::vector<const Nominated*> Ahead(int node, const std::string& uid, int32_t priority) const;
-  // Per GPU of `node`, the share a pod may take when `free` is free now and `ending` more will
-  // be once the ending pods are gone: the lesser of `free` and what the `ahead` pods leave of
-  // `free + ending`. Names in `*blocker` a nominated pod that would not fit even then.
+  // Per GPU of `node`, the share a pod of `user` may take when `free` is free now and `ending`
+  // more will be once the ending pods are gone: the lesser of `free` and what the `ahead` pods
+  // leave of `free + ending`, and none on a GPU where one of them of another user is placed.
+  // Each of them is placed on a GPU no held pod (ending or not) of another user shares. Names in
+  // `*blocker` a nominated pod that would not fit even then.
   // RoomLeft: the same for the node as it is, for a pod of `priority` (UID `uid`); none when no
   // nominated pod is ahead of it there (all that is free is its to take).
   std::optional<std::vector<int64_t>> RoomLeft(int node, const std::string& uid, int32_t priority,
-                                               std::string* blocker) const;
+                                               const std::string& user, std::string* blocker) const;
   std::vector<int64_t> Room(int node, const std::vector<int64_t>& free,
                             const std::vector<int64_t>& ending,
-                            const std::vector<const Nominated*>& ahead, std::string* blocker) const;
+                            const std::vector<const Nominated*>& ahead, const std::string& user,
+                            std::string* blocker) const;
   // Per GPU of `node`, the share held by its ending pods.
   std::vector<int64_t> Ending(int node) const;
   // Per GPU of `node`, how many pods sharing it run as a user other than `user` (GpuRequest::

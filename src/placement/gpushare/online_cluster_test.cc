@@ -510,5 +510,39 @@ TEST(OnlineCluster, KeepsEachGpuToOneUsersPods) {
   EXPECT_EQ(whole->user, "");
 }
 
+// A pod nominated to a node under MPS waits for room on a GPU of its own user: pods of other
+// users are kept off that GPU meanwhile, as they are kept off its share.
+TEST(OnlineCluster, NominatedPodsKeepTheirGpuFromOtherUsers) {
+  OnlineCluster c(MakeTesseraPolicy());
+  c.UpsertNode(H100("n", 2));
+  ASSERT_TRUE(
+      c.Restore("root", {.node = "n", .gpus = {0}, .milli_per_gpu = 300, .user = "0"}).ok());
+  // Triton's pod (user 1000) preempted for room here; GPU 0 is root's, so it waits for GPU 1.
+  c.Nominate("triton", "ns/triton", OfUser(Share(8, 300), "1000"), 100, "n");
+  FilterOutcome third = c.Filter(OfUser(Share(8, 300), "2000"), {"n"}, "other", 0);
+  EXPECT_TRUE(third.fit.empty());
+  EXPECT_THAT(third.failed["n"], ::testing::HasSubstr("another user"));
+  EXPECT_FALSE(c.Reserve("other", OfUser(Share(8, 300), "2000"), "n", 0).ok());
+  // Triton's own user may share GPU 1 beside it, and root may use GPU 0.
+  absl::StatusOr<Assignment> same = c.Reserve("triton-2", OfUser(Share(8, 300), "1000"), "n", 0);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->gpus, std::vector<int>{1});
+  absl::StatusOr<Assignment> root = c.Reserve("root-2", OfUser(Share(8, 300), "0"), "n", 0);
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(root->gpus, std::vector<int>{0});
+  // Then the nominated pod is placed where it waited.
+  absl::StatusOr<Assignment> triton = c.Reserve("triton", OfUser(Share(8, 300), "1000"), "n", 100);
+  ASSERT_TRUE(triton.ok()) << triton.status();
+  EXPECT_EQ(triton->gpus, std::vector<int>{1});
+  // A nominated pod of a third user has no GPU left that is not another user's: it blocks the
+  // node for pods of lower priority, as a nominated pod that cannot fit does.
+  c.Release("root");
+  c.Release("root-2");
+  c.Nominate("late", "ns/late", OfUser(Share(8, 300), "3000"), 100, "n");
+  c.Nominate("later", "ns/later", OfUser(Share(8, 300), "4000"), 100, "n");
+  EXPECT_EQ(c.Filter(Share(8, 100), {"n"}, "x", 0).failed["n"],
+            "pod ns/later is nominated to this node and waits for GPU room here");
+}
+
 }  // namespace
 }  // namespace tessera::placement::gpushare
