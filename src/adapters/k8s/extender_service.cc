@@ -22,6 +22,7 @@ namespace {
 using nlohmann::json;
 using placement::gpushare::Assignment;
 using placement::gpushare::GpuRequest;
+using placement::gpushare::OnlineCluster;
 using placement::gpushare::OnlineNode;
 
 constexpr size_t kRememberedRequests = 4096;
@@ -154,6 +155,25 @@ std::vector<std::string> ExtenderService::Apply(const std::vector<OnlineNode>* n
   absl::erase_if(labeled_, [this](const auto& entry) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return cluster_.Find(entry.first) == nullptr;
   });
+  // GPUs that MPS clients of different users share were placed outside the extender's rule
+  // (another scheduler, a nodeName set by hand, pods bound before the webhook marked them).
+  if (std::vector<OnlineCluster::MixedUserGpu> mixed = cluster_.MixedUserGpus(); !mixed.empty()) {
+    std::map<std::string, std::string> names;  // UID -> namespace/name
+    for (const PodInfo& p : pods) names[p.uid] = absl::StrCat(p.ns, "/", p.name);
+    for (const OnlineCluster::MixedUserGpu& m : mixed) {
+      std::vector<std::string> held;
+      for (const std::string& uid : m.pods) {
+        auto it = names.find(uid);
+        held.push_back(it == names.end() ? uid : it->second);
+      }
+      std::sort(held.begin(), held.end());
+      problems.push_back(absl::StrCat(
+          "GPU ", m.gpu, " of node ", m.node, " is shared by MPS clients of users ",
+          absl::StrJoin(m.users, ", "), " (pods ", absl::StrJoin(held, ", "),
+          "): an MPS daemon serves one user at a time, so the pods of all users but one wait "
+          "at CUDA start until its pods exit; delete the pods of all users but one there"));
+    }
+  }
   restore_problems_.store(static_cast<int64_t>(problems.size()));
   return problems;
 }
@@ -1046,8 +1066,9 @@ HttpReply ExtenderService::Metrics() const {
       "# TYPE tessera_extender_binds_total counter\n"
       "tessera_extender_binds_total{result=\"ok\"} ",
       binds_ok_.load(), "\ntessera_extender_binds_total{result=\"failed\"} ", binds_failed_.load(),
-      "\n# HELP tessera_extender_restore_problems Active pods the last restore or "
-      "resync could not hold (logged one line each).\n"
+      "\n# HELP tessera_extender_restore_problems What the last restore or resync found "
+      "wrong (logged one line each): active pods it could not hold, and GPUs shared by MPS "
+      "clients of different users.\n"
       "# TYPE tessera_extender_restore_problems gauge\ntessera_extender_restore_problems ",
       restore_problems_.load(),
       "\n# HELP tessera_extender_api_failures_total Lists and watches of the API that failed "
@@ -1094,6 +1115,12 @@ HttpReply ExtenderService::Metrics() const {
                   "after a preemption whose GPU room is kept for them.\n"
                   "# TYPE tessera_extender_nominated_pods gauge\ntessera_extender_nominated_pods ",
                   cluster_.nominated(),
+                  "\n# HELP tessera_extender_mps_mixed_user_gpus GPUs shared by MPS clients "
+                  "of different users, placed outside the extender's one-user-per-GPU rule: "
+                  "the pods of all users but one wait at CUDA start.\n"
+                  "# TYPE tessera_extender_mps_mixed_user_gpus gauge\n"
+                  "tessera_extender_mps_mixed_user_gpus ",
+                  cluster_.MixedUserGpus().size(),
                   "\n# HELP tessera_extender_nodes Nodes known.\n"
                   "# TYPE tessera_extender_nodes gauge\ntessera_extender_nodes ",
                   cluster_.num_nodes(),

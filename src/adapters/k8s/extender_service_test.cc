@@ -1457,7 +1457,9 @@ TEST(Extender, KeepsEachGpuToOneUsersPodsUnderMps) {
   Served ext(api.WriteKubeconfig(TempDir()));
   absl::StatusOr<std::vector<std::string>> problems = ext.svc->Sync();
   ASSERT_TRUE(problems.ok()) << problems.status();
+  EXPECT_TRUE(problems->empty()) << (*problems)[0];
   EXPECT_EQ(ext.svc->held_pods(), 8);
+  EXPECT_THAT(ext.svc->Metrics().body, HasSubstr("\ntessera_extender_mps_mixed_user_gpus 0\n"));
   auto filter = [&](const json& pod) {
     httplib::Result r = ext.Post("filter", ArgsWithNodes(pod, {"node-h100.json"}).dump());
     EXPECT_TRUE(r && r->status == 200);
@@ -1472,6 +1474,19 @@ TEST(Extender, KeepsEachGpuToOneUsersPodsUnderMps) {
   EXPECT_EQ(triton["nodes"]["items"].size(), 1u);
   json unmarked = filter(SharePod(102, "8Gi", "0.1"));
   EXPECT_EQ(unmarked["nodes"]["items"].size(), 1u);
+  // A vLLM pod bound to GPU 3 by someone else: the resync names the GPU, its users and pods,
+  // and the gauge counts it.
+  api.AddPod(mps_client(RunningSharePod(20, "gpu-h100-1", 3, 300, 0), std::nullopt));
+  problems = ext.svc->Sync();
+  ASSERT_TRUE(problems.ok()) << problems.status();
+  ASSERT_EQ(problems->size(), 1u);
+  EXPECT_EQ((*problems)[0],
+            "GPU 3 of node gpu-h100-1 is shared by MPS clients of users 1000, "
+            "image:vllm/vllm-openai:v0.6.3 (pods inference/chat-20, inference/chat-3): an MPS "
+            "daemon serves one user at a time, so the pods of all users but one wait at CUDA "
+            "start until its pods exit; delete the pods of all users but one there");
+  EXPECT_THAT(ext.svc->Metrics().body, HasSubstr("\ntessera_extender_mps_mixed_user_gpus 1\n"));
+  EXPECT_THAT(ext.svc->Metrics().body, HasSubstr("\ntessera_extender_restore_problems 1\n"));
 }
 
 // kube-scheduler's preempt verb, in both nodeCacheCapable forms: the GPU holders of lower

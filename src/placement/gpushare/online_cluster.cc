@@ -750,6 +750,30 @@ absl::flat_hash_set<std::string> OnlineCluster::HeldNodes() const {
   return out;
 }
 
+std::vector<OnlineCluster::MixedUserGpu> OnlineCluster::MixedUserGpus() const {
+  std::map<std::pair<std::string, int>, MixedUserGpu> mixed;
+  for (const auto& [node, gpus] : users_on_) {
+    for (size_t g = 0; g < gpus.size(); ++g) {
+      if (gpus[g].size() < 2) continue;
+      MixedUserGpu& m = mixed[{node, static_cast<int>(g)}];
+      m.node = node;
+      m.gpu = static_cast<int>(g);
+      for (const auto& [user, pods] : gpus[g]) m.users.push_back(user);
+      std::sort(m.users.begin(), m.users.end());
+    }
+  }
+  if (mixed.empty()) return {};
+  for (const auto& [uid, h] : held_) {  // held_ is ordered: the pods come sorted
+    if (h.a.user.empty()) continue;
+    for (int g : h.a.gpus) {
+      if (auto it = mixed.find({h.a.node, g}); it != mixed.end()) it->second.pods.push_back(uid);
+    }
+  }
+  std::vector<MixedUserGpu> out;
+  for (auto& [key, m] : mixed) out.push_back(std::move(m));
+  return out;
+}
+
 OnlineCluster::ResyncResult OnlineCluster::Resync(const std::map<std::string, Assignment>& live,
                                                   uint64_t since) {
   ResyncResult r;

@@ -207,6 +207,18 @@ class OnlineCluster {
   // The nodes on which some pod holds GPUs.
   absl::flat_hash_set<std::string> HeldNodes() const;
 
+  // A GPU shared by pods of more than one user (GpuRequest::user): placed outside the rule
+  // Filter and Reserve keep (bound by another scheduler or by hand, or restored from before the
+  // pods' users were known). Under MPS, the pods of all but one user wait at CUDA start.
+  struct MixedUserGpu {
+    std::string node;
+    int gpu = 0;
+    std::vector<std::string> users;  // sorted
+    std::vector<std::string> pods;   // UIDs, sorted
+  };
+  // Every such GPU, by node name and index.
+  std::vector<MixedUserGpu> MixedUserGpus() const;
+
   // Makes the held set equal `live` (from a fresh pod list), except reservations made at
   // generation > `since` (after the list was requested), which the list may not show yet.
   // Returns the number of pods released and restored, and the ones that could not be restored.

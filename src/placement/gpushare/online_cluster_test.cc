@@ -503,6 +503,18 @@ TEST(OnlineCluster, KeepsEachGpuToOneUsersPods) {
   absl::StatusOr<Assignment> other = c.Reserve("other", OfUser(Share(8, 300), "2000"), "n");
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ(other->gpus, std::vector<int>{1});
+  // No GPU has two users; one placed outside the rule (restored as bound) is reported.
+  EXPECT_TRUE(c.MixedUserGpus().empty());
+  ASSERT_TRUE(
+      c.Restore("bound", {.node = "n", .gpus = {1}, .milli_per_gpu = 100, .user = "3000"}).ok());
+  std::vector<OnlineCluster::MixedUserGpu> mixed = c.MixedUserGpus();
+  ASSERT_EQ(mixed.size(), 1u);
+  EXPECT_EQ(mixed[0].node, "n");
+  EXPECT_EQ(mixed[0].gpu, 1);
+  EXPECT_EQ(mixed[0].users, (std::vector<std::string>{"2000", "3000"}));
+  EXPECT_EQ(mixed[0].pods, (std::vector<std::string>{"bound", "other"}));
+  c.Release("bound");
+  EXPECT_TRUE(c.MixedUserGpus().empty());
   // Whole GPUs carry no user.
   c.Release("other");
   absl::StatusOr<Assignment> whole = c.Reserve("whole", OfUser(Whole(1), "0"), "n");
