@@ -117,8 +117,11 @@ class OnlineCluster {
 
   // Scores 0..max_score for the nodes of `names` that fit (others are left out): the policy's
   // score, ties broken by best fit, scaled so the best node gets max_score and the worst 0
-  // (kube-scheduler adds extender scores to its plugins'; only the order matters). A pod that
-  // asks for no GPU: the less free GPU a node has, the higher (unknown nodes have none).
+  // (kube-scheduler adds extender scores to its plugins'; only the order matters). A node is
+  // scored as if every GPU with room were open to the pod: the room kept for nominated pods and
+  // the GPUs of other users are left out by Reserve's choice of GPU, not here (held back as in
+  // Reserve, they would read as allocated to policies that score a node's free total). A pod
+  // that asks for no GPU: the less free GPU a node has, the higher (unknown nodes have none).
   std::vector<std::pair<std::string, int64_t>> Prioritize(const GpuRequest& req,
                                                           const std::vector<std::string>& names,
                                                           int64_t max_score = 10) const;
