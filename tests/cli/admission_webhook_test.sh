@@ -105,7 +105,7 @@ check "with --mps-directory: says where pods reach the daemon" \
   grep -q 'sharing pods reach the MPS daemons at /run/tessera/mps' "$WORK/stderr"
 out=$(post "$ROOT/tests/data/extender/admission-review-pod.json")
 echo "${out#* }" >"$WORK/response.json"
-check "with --mps-directory: the daemons' volumes, mounts and pipe directory" \
+check "with --mps-directory: the daemons' volumes, mounts and pipe directory, and the user mark" \
   python3 - "$WORK/response.json" <<'PY'
 import base64, json, sys
 r = json.load(open(sys.argv[1]))["response"]
@@ -118,6 +118,8 @@ assert {"name": "tessera-mps-shm", "mountPath": "/dev/shm"} in mounts, mounts
 env = [o["value"] for o in ops if o["path"] == "/spec/containers/1/env/-"]
 assert {"name": "CUDA_MPS_PIPE_DIRECTORY",
         "value": "/run/tessera/mps/pipes/gpu-$(NVIDIA_VISIBLE_DEVICES)"} in env, env
+assert {"op": "add", "path": "/metadata/annotations/tessera.io~1mps-user",
+        "value": "image:vllm/vllm-openai:latest"} in ops, ops
 PY
 kill -TERM "$PID"
 wait "$PID"

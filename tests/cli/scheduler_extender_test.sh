@@ -216,6 +216,36 @@ check "a failing exec plugin at start: exit 1" test $? = 1
 check "and the error has the plugin's words" grep -q "initial sync from the API: .*exec plugin $WORK/./get-token of kubeconfig user \"sched\": exit status 255: error: the SSO session has expired; run aws sso login" "$WORK/err"
 kill "$FAKE" 2>/dev/null
 
+# Under MPS (pods the webhook marked with tessera.io/mps-user), a GPU shared by pods of two users,
+# bound outside the extender's rule, is named at start and counted in the metrics.
+python3 - "$DATA" "$WORK" <<'PY'
+import json, sys
+data, work = sys.argv[1], sys.argv[2]
+pods = []
+for i, uid in enumerate([0, 1000]):
+    p = json.load(open(f"{data}/pod-share.json"))
+    p["metadata"]["name"], p["metadata"]["uid"] = f"mps-{i}", f"uid-mps-{i}"
+    p["metadata"]["annotations"]["tessera.io/mps-user"] = str(uid)
+    p["spec"]["securityContext"] = {"runAsUser": uid}
+    p["spec"]["nodeName"], p["status"]["phase"] = "gpu-h100-1", "Running"
+    p["metadata"]["annotations"]["tessera.io/gpu-assignment"] = json.dumps(
+        {"node": "gpu-h100-1", "gpus": [2], "milliPerGpu": 300})
+    pods.append(p)
+json.dump({"apiVersion": "v1", "kind": "PodList", "items": pods}, open(f"{work}/mps-pods.json", "w"))
+PY
+env -u KUBERNETES_SERVICE_HOST "$TESSERA" scheduler-extender --listen 127.0.0.1:0 \
+  --metrics-listen 127.0.0.1:0 --nodes "$WORK/nodes.json" --pods "$WORK/mps-pods.json" 2>"$WORK/stderr-mps" &
+PID=$!
+PORT=$(announced_port "$WORK/stderr-mps")
+check "MPS: a GPU shared by two users is named at start" grep -q \
+  'GPU 2 of node gpu-h100-1 is shared by MPS clients of users 0, 1000 (pods inference/mps-0, inference/mps-1)' \
+  "$WORK/stderr-mps"
+MPORT=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$WORK/stderr-mps")
+check "MPS: and counted" bash -c "curl -s http://127.0.0.1:$MPORT/metrics | grep -qx 'tessera_extender_mps_mixed_user_gpus 1'"
+kill -TERM "$PID"
+wait "$PID"
+PID=""
+
 # Bad inputs: exit 1 with the file named.
 echo '{"items": [{"metadata": {"name": 5}}]}' >"$WORK/badnodes.json"
 "$TESSERA" scheduler-extender --listen 127.0.0.1:0 --nodes "$WORK/badnodes.json" 2>"$WORK/err"
