@@ -242,6 +242,16 @@ check "MPS: a GPU shared by two users is named at start" grep -q \
   "$WORK/stderr-mps"
 MPORT=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$WORK/stderr-mps")
 check "MPS: and counted" bash -c "curl -s http://127.0.0.1:$MPORT/metrics | grep -qx 'tessera_extender_mps_mixed_user_gpus 1'"
+curl -s "http://127.0.0.1:$PORT/state?node=gpu-h100-1" >"$WORK/state.json"
+check "state: GPU 2's two pods, their users and what is left" python3 - "$WORK/state.json" <<'PY'
+import json, sys
+gpu = json.load(open(sys.argv[1]))["nodes"][0]["gpus"][2]
+assert gpu["freeMilli"] == 400, gpu
+assert [(p["pod"], p["user"]) for p in gpu["pods"]] == [
+    ("inference/mps-0", "0"), ("inference/mps-1", "1000")], gpu
+PY
+check "state: not on the metrics port" \
+  test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/state")" = 404
 kill -TERM "$PID"
 wait "$PID"
 PID=""

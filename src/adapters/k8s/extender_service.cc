@@ -1048,6 +1048,43 @@ void ExtenderService::PreemptLoop(absl::Duration period, const std::atomic<bool>
   }
 }
 
+HttpReply ExtenderService::State(const std::string& node) const {
+  MutexLock lock(&mu_);
+  std::vector<OnlineCluster::NodeView> views = cluster_.View(node);
+  if (!node.empty() && views.empty()) {
+    return Json(404, json{{"error", absl::StrCat("node ", node, " unknown to the extender")}});
+  }
+  json nodes = json::array();
+  for (const OnlineCluster::NodeView& v : views) {
+    json gpus = json::array();
+    for (size_t g = 0; g < v.free_milli.size(); ++g) {
+      json pods = json::array();
+      for (const OnlineCluster::NodeView::Holder& h : v.holders[g]) {
+        auto named = labeled_.find(h.uid);
+        json pod = {{"pod", named == labeled_.end()
+                                ? h.uid
+                                : absl::StrCat(named->second.ns, "/", named->second.name)},
+                    {"uid", h.uid},
+                    {"milliPerGpu", h.milli},
+                    {"priority", h.priority},
+                    {"ending", h.ending}};
+        if (!h.user.empty()) pod["user"] = h.user;
+        pods.push_back(std::move(pod));
+      }
+      gpus.push_back({{"index", g}, {"freeMilli", v.free_milli[g]}, {"pods", std::move(pods)}});
+    }
+    json nominated = json::array();
+    for (const auto& [name, priority] : v.nominated) {
+      nominated.push_back({{"pod", name}, {"priority", priority}});
+    }
+    nodes.push_back({{"name", v.name},
+                     {"model", v.model},
+                     {"gpus", std::move(gpus)},
+                     {"nominated", std::move(nominated)}});
+  }
+  return Json(200, json{{"nodes", std::move(nodes)}});
+}
+
 HttpReply ExtenderService::Metrics() const {
   std::string out;
   absl::StrAppend(&out,
@@ -1168,6 +1205,11 @@ absl::Status ServeExtender(ExtenderService& svc, const std::string& host, int po
   });
   server.Get("/metrics", [&svc](const httplib::Request&, httplib::Response& res) {
     HttpReply r = svc.Metrics();
+    res.set_content(r.body, r.content_type.c_str());
+  });
+  server.Get("/state", [&svc](const httplib::Request& req, httplib::Response& res) {
+    HttpReply r = svc.State(req.get_param_value("node"));
+    res.status = r.status;
     res.set_content(r.body, r.content_type.c_str());
   });
   return ServeUntilStopped(server, host, port, stop, bound_port);

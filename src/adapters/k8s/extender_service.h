@@ -98,6 +98,11 @@ class ExtenderService {
   // spared first, and those still taken are added to NumPDBViolations.
   HttpReply Preempt(const std::string& body);
   HttpReply Metrics() const;
+  // GET /state: the GPUs of every node (or of `node` alone; 404 when unknown) as JSON, with the
+  // free share of each GPU, the pods holding it and the pods nominated to the node, for a person
+  // finding out why a pod does not fit. It names pods: ServeExtender serves it on the extender's
+  // own address, not on the metrics listener.
+  HttpReply State(const std::string& node) const;
 
   // Share preemption (`--preempt-shares`). kube-scheduler's DefaultPreemption never evicts for a
   // GPU share: its plugins do not see shares, a node where they fit the pod without evicting

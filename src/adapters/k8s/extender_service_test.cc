@@ -694,6 +694,10 @@ class Served {
     httplib::Client c("127.0.0.1", port_.load());
     return c.Post(("/" + verb).c_str(), body, "application/json");
   }
+  httplib::Result Get(const std::string& path) {
+    httplib::Client c("127.0.0.1", port_.load());
+    return c.Get(path.c_str());
+  }
   std::unique_ptr<ExtenderService> svc;
 
  private:
@@ -1487,6 +1491,32 @@ TEST(Extender, KeepsEachGpuToOneUsersPodsUnderMps) {
             "start until its pods exit; delete the pods of all users but one there");
   EXPECT_THAT(ext.svc->Metrics().body, HasSubstr("\ntessera_extender_mps_mixed_user_gpus 1\n"));
   EXPECT_THAT(ext.svc->Metrics().body, HasSubstr("\ntessera_extender_restore_problems 1\n"));
+
+  // GET /state shows who holds that GPU, as whom, and what is left.
+  httplib::Result r = ext.Get("/state?node=gpu-h100-1");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json state = json::parse(r->body);
+  ASSERT_EQ(state["nodes"].size(), 1u);
+  const json& node = state["nodes"][0];
+  EXPECT_EQ(node["name"], "gpu-h100-1");
+  EXPECT_EQ(node["model"], "H100-80GB");
+  ASSERT_EQ(node["gpus"].size(), 8u);
+  EXPECT_EQ(node["gpus"][3], json::parse(R"({"index": 3, "freeMilli": 400, "pods": [
+      {"pod": "inference/chat-3", "uid": ")" +
+                                         SharePodUid(3) + R"(", "milliPerGpu": 300,
+       "priority": 0, "ending": false, "user": "1000"},
+      {"pod": "inference/chat-20", "uid": ")" +
+                                         SharePodUid(20) + R"(", "milliPerGpu": 300,
+       "priority": 0, "ending": false, "user": "image:vllm/vllm-openai:v0.6.3"}]})"));
+  EXPECT_EQ(node["nominated"], json::array());
+  r = ext.Get("/state");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(json::parse(r->body)["nodes"].size(), 3u);
+  r = ext.Get("/state?node=gpu-x");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_THAT(r->body, HasSubstr("node gpu-x unknown to the extender"));
 }
 
 // kube-scheduler's preempt verb, in both nodeCacheCapable forms: the GPU holders of lower

@@ -774,6 +774,43 @@ std::vector<OnlineCluster::MixedUserGpu> OnlineCluster::MixedUserGpus() const {
   return out;
 }
 
+std::vector<OnlineCluster::NodeView> OnlineCluster::View(const std::string& only) const {
+  std::map<std::string, NodeView> views;  // by name
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!only.empty() && nodes_[i].name != only) continue;
+    NodeView& v = views[nodes_[i].name];
+    v.name = nodes_[i].name;
+    v.model = nodes_[i].model;
+    v.free_milli = state_.node(static_cast<int>(i)).gpu_free;
+    v.holders.resize(v.free_milli.size());
+  }
+  for (const auto& [uid, h] : held_) {  // ordered: each GPU's holders come by UID
+    auto it = views.find(h.a.node);
+    if (it == views.end()) continue;
+    for (int g : h.a.gpus) {
+      NodeView::Holder holder;
+      holder.uid = uid;
+      holder.milli = h.a.milli_per_gpu;
+      holder.user = h.a.user;
+      holder.priority = h.priority;
+      holder.ending = h.ending;
+      it->second.holders[g].push_back(std::move(holder));
+    }
+  }
+  for (const auto& [uid, n] : nominated_) {
+    if (auto it = views.find(n.node); it != views.end()) {
+      it->second.nominated.emplace_back(n.name, n.priority);
+    }
+  }
+  std::vector<NodeView> out;
+  out.reserve(views.size());
+  for (auto& [name, v] : views) {
+    std::sort(v.nominated.begin(), v.nominated.end());
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 OnlineCluster::ResyncResult OnlineCluster::Resync(const std::map<std::string, Assignment>& live,
                                                   uint64_t since) {
   ResyncResult r;

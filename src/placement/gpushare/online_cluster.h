@@ -222,6 +222,25 @@ class OnlineCluster {
   // Every such GPU, by node name and index.
   std::vector<MixedUserGpu> MixedUserGpus() const;
 
+  // One node as it stands, for a person reading the extender's state.
+  struct NodeView {
+    struct Holder {
+      std::string uid;
+      int64_t milli = 0;  // of this GPU
+      std::string user;   // Assignment::user
+      int32_t priority = 0;
+      bool ending = false;
+    };
+    std::string name;
+    std::string model;
+    std::vector<int64_t> free_milli;           // per GPU
+    std::vector<std::vector<Holder>> holders;  // per GPU, by UID
+    // The pods nominated to the node: "namespace/name" (as Nominate was given it) and priority.
+    std::vector<std::pair<std::string, int32_t>> nominated;
+  };
+  // Every node, by name; or only the one named `only` (none when it is unknown).
+  std::vector<NodeView> View(const std::string& only = "") const;
+
   // Makes the held set equal `live` (from a fresh pod list), except reservations made at
   // generation > `since` (after the list was requested), which the list may not show yet.
   // Returns the number of pods released and restored, and the ones that could not be restored.

@@ -554,6 +554,19 @@ TEST(OnlineCluster, NominatedPodsKeepTheirGpuFromOtherUsers) {
   c.Nominate("later", "ns/later", OfUser(Share(8, 300), "4000"), 100, "n");
   EXPECT_EQ(c.Filter(Share(8, 100), {"n"}, "x", 0).failed["n"],
             "pod ns/later is nominated to this node and waits for GPU room here");
+  // The view a person reads: free share and holders per GPU, the nominated pods.
+  std::vector<OnlineCluster::NodeView> view = c.View("n");
+  ASSERT_EQ(view.size(), 1u);
+  EXPECT_EQ(view[0].free_milli, (std::vector<int64_t>{1000, 400}));
+  ASSERT_EQ(view[0].holders[1].size(), 2u);
+  EXPECT_EQ(view[0].holders[1][0].uid, "triton");
+  EXPECT_EQ(view[0].holders[1][0].user, "1000");
+  EXPECT_EQ(view[0].holders[1][0].priority, 0);  // not told otherwise (SetImportance)
+  EXPECT_TRUE(view[0].holders[0].empty());
+  EXPECT_EQ(view[0].nominated,
+            (std::vector<std::pair<std::string, int32_t>>{{"ns/late", 100}, {"ns/later", 100}}));
+  EXPECT_TRUE(c.View("zz").empty());
+  EXPECT_EQ(c.View().size(), 1u);
 }
 
 }  // namespace
