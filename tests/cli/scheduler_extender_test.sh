@@ -39,14 +39,20 @@ pods.append(done)
 json.dump({"apiVersion": "v1", "kind": "PodList", "items": pods}, open(f"{work}/pods.json", "w"))
 PY
 
-env -u KUBERNETES_SERVICE_HOST "$TESSERA" scheduler-extender --listen 127.0.0.1:0 \
-  --metrics-listen 127.0.0.1:0 --nodes "$WORK/nodes.json" --pods "$WORK/pods.json" 2>"$WORK/stderr" &
-PID=$!
-PORT=$(announced_port "$WORK/stderr")
+# start_from_files PODS STDERR: the extender restored from nodes.json and PODS, outside a pod;
+# sets PID, PORT (its own) and MPORT (--metrics-listen).
+start_from_files() {
+  env -u KUBERNETES_SERVICE_HOST "$TESSERA" scheduler-extender --listen 127.0.0.1:0 \
+    --metrics-listen 127.0.0.1:0 --nodes "$WORK/nodes.json" --pods "$1" 2>"$2" &
+  PID=$!
+  PORT=$(announced_port "$2")
+  MPORT=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$2")
+}
+
+start_from_files "$WORK/pods.json" "$WORK/stderr"
 check "announces its port" test -n "$PORT"
 check "restored 8 running pods, not the finished one" grep -q '8 pods holding GPUs restored' "$WORK/stderr"
 # --metrics-listen: /metrics alone on its own port (the extender's own stays private).
-MPORT=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$WORK/stderr")
 check "announces its metrics port" test -n "$MPORT"
 check "metrics: the restored pods" bash -c "curl -s http://127.0.0.1:$MPORT/metrics | grep -qx 'tessera_extender_pods 8'"
 check "metrics: 7.7 GPUs allocated" bash -c "curl -s http://127.0.0.1:$MPORT/metrics | grep -qx 'tessera_extender_gpu_milli{state=\"allocated\"} 7700'"
@@ -233,14 +239,10 @@ for i, uid in enumerate([0, 1000]):
     pods.append(p)
 json.dump({"apiVersion": "v1", "kind": "PodList", "items": pods}, open(f"{work}/mps-pods.json", "w"))
 PY
-env -u KUBERNETES_SERVICE_HOST "$TESSERA" scheduler-extender --listen 127.0.0.1:0 \
-  --metrics-listen 127.0.0.1:0 --nodes "$WORK/nodes.json" --pods "$WORK/mps-pods.json" 2>"$WORK/stderr-mps" &
-PID=$!
-PORT=$(announced_port "$WORK/stderr-mps")
+start_from_files "$WORK/mps-pods.json" "$WORK/stderr-mps"
 check "MPS: a GPU shared by two users is named at start" grep -q \
   'GPU 2 of node gpu-h100-1 is shared by MPS clients of users 0, 1000 (pods inference/mps-0, inference/mps-1)' \
   "$WORK/stderr-mps"
-MPORT=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$WORK/stderr-mps")
 check "MPS: and counted" bash -c "curl -s http://127.0.0.1:$MPORT/metrics | grep -qx 'tessera_extender_mps_mixed_user_gpus 1'"
 curl -s "http://127.0.0.1:$PORT/state?node=gpu-h100-1" >"$WORK/state.json"
 check "state: GPU 2's two pods, their users and what is left" python3 - "$WORK/state.json" <<'PY'
