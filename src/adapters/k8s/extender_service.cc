@@ -157,22 +157,15 @@ std::vector<std::string> ExtenderService::Apply(const std::vector<OnlineNode>* n
   });
   // GPUs that MPS clients of different users share were placed outside the extender's rule
   // (another scheduler, a nodeName set by hand, pods bound before the webhook marked them).
-  if (std::vector<OnlineCluster::MixedUserGpu> mixed = cluster_.MixedUserGpus(); !mixed.empty()) {
-    std::map<std::string, std::string> names;  // UID -> namespace/name
-    for (const PodInfo& p : pods) names[p.uid] = absl::StrCat(p.ns, "/", p.name);
-    for (const OnlineCluster::MixedUserGpu& m : mixed) {
-      std::vector<std::string> held;
-      for (const std::string& uid : m.pods) {
-        auto it = names.find(uid);
-        held.push_back(it == names.end() ? uid : it->second);
-      }
-      std::sort(held.begin(), held.end());
-      problems.push_back(absl::StrCat(
-          "GPU ", m.gpu, " of node ", m.node, " is shared by MPS clients of users ",
-          absl::StrJoin(m.users, ", "), " (pods ", absl::StrJoin(held, ", "),
-          "): an MPS daemon serves one user at a time, so the pods of all users but one wait "
-          "at CUDA start until its pods exit; delete the pods of all users but one there"));
-    }
+  for (const OnlineCluster::MixedUserGpu& m : cluster_.MixedUserGpus()) {
+    std::vector<std::string> held;
+    for (const std::string& uid : m.pods) held.push_back(PodName(uid));
+    std::sort(held.begin(), held.end());
+    problems.push_back(absl::StrCat(
+        "GPU ", m.gpu, " of node ", m.node, " is shared by MPS clients of users ",
+        absl::StrJoin(m.users, ", "), " (pods ", absl::StrJoin(held, ", "),
+        "): an MPS daemon serves one user at a time, so the pods of all users but one wait "
+        "at CUDA start until its pods exit; delete the pods of all users but one there"));
   }
   restore_problems_.store(static_cast<int64_t>(problems.size()));
   return problems;
@@ -311,6 +304,11 @@ void ExtenderService::DropDeparted() {
     cluster_.RemoveNode(name);
     return true;
   });
+}
+
+std::string ExtenderService::PodName(const std::string& uid) const {
+  auto it = labeled_.find(uid);
+  return it == labeled_.end() ? uid : absl::StrCat(it->second.ns, "/", it->second.name);
 }
 
 void ExtenderService::Label(const PodInfo& pod) {
@@ -1060,10 +1058,7 @@ HttpReply ExtenderService::State(const std::string& node) const {
     for (size_t g = 0; g < v.free_milli.size(); ++g) {
       json pods = json::array();
       for (const OnlineCluster::NodeView::Holder& h : v.holders[g]) {
-        auto named = labeled_.find(h.uid);
-        json pod = {{"pod", named == labeled_.end()
-                                ? h.uid
-                                : absl::StrCat(named->second.ns, "/", named->second.name)},
+        json pod = {{"pod", PodName(h.uid)},
                     {"uid", h.uid},
                     {"milliPerGpu", h.milli},
                     {"priority", h.priority},

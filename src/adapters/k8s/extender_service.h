@@ -234,6 +234,8 @@ class ExtenderService {
   std::vector<std::string> ClearNominations(const std::string& node,
                                             const std::map<std::string, std::string>& pods,
                                             std::vector<std::string>* warnings) const;
+  // "namespace/name" of a pod holding GPUs (labeled_), or its UID when unknown.
+  std::string PodName(const std::string& uid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The assignments of the active pods that can be held, and a line for each that cannot.
   static std::map<std::string, placement::gpushare::Assignment> LiveAssignments(
       const std::vector<PodInfo>& pods, std::vector<std::string>* problems);

@@ -277,8 +277,20 @@ std::string StsEndpoint(const std::function<std::string(const char*)>& env,
   return endpoint;
 }
 
-absl::StatusOr<AwsCredentials> ParseAssumeRole(const std::string& xml) {
-  return ParseStsCredentials("AssumeRole", xml);
+// An STS query-API request: POST to `endpoint` of `action` for `role_arn` as session `session`,
+// with `more` ("&Name=value...") appended to the form.
+constexpr char kFormContentType[] = "application/x-www-form-urlencoded";
+HttpRequest StsRequest(const std::string& endpoint, const std::string& action,
+                       const std::string& role_arn, const std::string& session,
+                       const std::string& more = "") {
+  HttpRequest req;
+  req.method = "POST";
+  req.url = endpoint + "/";
+  req.timeout_ms = 10000;
+  req.headers = {absl::StrCat("Content-Type: ", kFormContentType), "Accept: application/xml"};
+  req.body = absl::StrCat("Action=", action, "&Version=2011-06-15&RoleArn=", UrlEscape(role_arn),
+                          "&RoleSessionName=", UrlEscape(session), more);
+  return req;
 }
 
 // IRSA: exchanges the service account's projected token for role credentials.
@@ -291,14 +303,8 @@ absl::StatusOr<AwsCredentials> WebIdentityCredentials(
   const std::string endpoint = StsEndpoint(env, region);
   std::string session = env("AWS_ROLE_SESSION_NAME");
   if (session.empty()) session = session_name;
-  HttpRequest req;
-  req.method = "POST";
-  req.url = endpoint + "/";
-  req.timeout_ms = 10000;
-  req.headers = {"Content-Type: application/x-www-form-urlencoded", "Accept: application/xml"};
-  req.body = absl::StrCat("Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=",
-                          UrlEscape(env("AWS_ROLE_ARN")), "&RoleSessionName=", UrlEscape(session),
-                          "&WebIdentityToken=", UrlEscape(token));
+  const HttpRequest req = StsRequest(endpoint, "AssumeRoleWithWebIdentity", env("AWS_ROLE_ARN"),
+                                     session, absl::StrCat("&WebIdentityToken=", UrlEscape(token)));
   return AskForCredentials(req, absl::StrCat("STS AssumeRoleWithWebIdentity at ", endpoint),
                            ParseAssumeRoleWithWebIdentity);
 }
@@ -401,20 +407,16 @@ absl::StatusOr<AwsCredentials> AssumeRole(const AwsCredentials& base, const std:
                                           const std::string& session_name, absl::Time now,
                                           const char* (*getenv_fn)(const char*)) {
   const std::string endpoint = StsEndpoint(EnvironmentReader(getenv_fn), region);
-  HttpRequest req;
-  req.method = "POST";
-  req.url = endpoint + "/";
-  req.timeout_ms = 10000;
-  const std::string content_type = "application/x-www-form-urlencoded";
-  req.headers = {"Content-Type: " + content_type, "Accept: application/xml"};
-  req.body = absl::StrCat("Action=AssumeRole&Version=2011-06-15&RoleArn=", UrlEscape(role_arn),
-                          "&RoleSessionName=", UrlEscape(session_name));
+  HttpRequest req = StsRequest(endpoint, "AssumeRole", role_arn, session_name);
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> signature,
-                           SignV4("POST", req.url, {{"content-type", content_type}},
+                           SignV4("POST", req.url, {{"content-type", kFormContentType}},
                                   Sha256Hex(req.body), base, region, "sts", now));
   req.headers.insert(req.headers.end(), signature.begin(), signature.end());
   const std::string what = absl::StrCat("STS AssumeRole of ", role_arn, " at ", endpoint);
-  TESSERA_ASSIGN_OR_RETURN(AwsCredentials c, AskForCredentials(req, what, ParseAssumeRole));
+  TESSERA_ASSIGN_OR_RETURN(AwsCredentials c,
+                           AskForCredentials(req, what, [](const std::string& xml) {
+                             return ParseStsCredentials("AssumeRole", xml);
+                           }));
   c.source = absl::StrCat(what, ", with credentials from ", base.source);
   return c;
 }

@@ -301,25 +301,17 @@ std::vector<int64_t> OnlineCluster::Room(int node, const std::vector<int64_t>& f
   NodeState future;
   future.gpu_free = free;
   for (size_t g = 0; g < ending.size(); ++g) future.gpu_free[g] += ending[g];
-  // Under MPS, the user each GPU is kept for by the waiting pods placed so far, and whether a
-  // held pod of a user other than `u` shares GPU g.
+  // Under MPS, the user each GPU is kept for by the waiting pods placed so far.
   std::vector<const std::string*> kept_for(free.size(), nullptr);
-  auto held_users = users_on_.find(nodes_[node].name);
-  auto other_held = [&](size_t g, const std::string& u) {
-    if (held_users == users_on_.end() || g >= held_users->second.size()) return false;
-    for (const auto& [v, pods] : held_users->second[g]) {
-      if (v != u) return true;
-    }
-    return false;
-  };
   for (const Waiting& w : waiting) {
     std::vector<int> gpus;
     if (w.user->empty()) {
       gpus = BestFitGpus(future, w.spec);
     } else {
+      const std::vector<int> other = OtherUsers(node, *w.user, nullptr);
       NodeState open = future;
       for (size_t g = 0; g < open.gpu_free.size(); ++g) {
-        if (other_held(g, *w.user) || (kept_for[g] != nullptr && *kept_for[g] != *w.user)) {
+        if (other[g] > 0 || (kept_for[g] != nullptr && *kept_for[g] != *w.user)) {
           open.gpu_free[g] = 0;
         }
       }
