@@ -113,13 +113,18 @@ ops = json.loads(base64.b64decode(r["patch"]))
 vols = [o["value"] for o in ops if o["path"] == "/spec/volumes/-"]
 assert {"name": "tessera-mps-shm", "hostPath": {"path": "/run/tessera/mps/shm",
         "type": "Directory"}} in vols, ops
-mounts = [o["value"] for o in ops if o["path"] == "/spec/containers/1/volumeMounts"][0]
+mounts = [o["value"] for o in ops if o["path"] == "/spec/containers/0/volumeMounts/-"]
 assert {"name": "tessera-mps-shm", "mountPath": "/dev/shm"} in mounts, mounts
-env = [o["value"] for o in ops if o["path"] == "/spec/containers/1/env/-"]
+env = [o["value"] for o in ops if o["path"] == "/spec/containers/0/env"][0]
 assert {"name": "CUDA_MPS_PIPE_DIRECTORY",
         "value": "/run/tessera/mps/pipes/gpu-$(NVIDIA_VISIBLE_DEVICES)"} in env, env
 assert {"op": "add", "path": "/metadata/annotations/tessera.io~1mps-user",
         "value": "image:vllm/vllm-openai:latest"} in ops, ops
+# The sidecar (nginx:1.27, so maybe another user) gets the share's env, not the daemon's pipes.
+side = [o["value"]["name"] for o in ops if o["path"] == "/spec/containers/1/env/-"]
+assert "NVIDIA_VISIBLE_DEVICES" in side and "CUDA_MPS_PIPE_DIRECTORY" not in side, side
+assert not [o for o in ops if o["path"].startswith("/spec/containers/1/volumeMounts")], ops
+assert any("container metrics-proxy runs as image:nginx:1.27" in w for w in r["warnings"]), r
 PY
 kill -TERM "$PID"
 wait "$PID"

@@ -255,12 +255,22 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
 
   const std::vector<json> wanted = WantedEnv(options);
   std::vector<MpsVolume> mps;
+  // With MPS, the main container's user and where it is: containers of other users are not
+  // made clients of the daemon (below).
+  std::string user;
+  size_t main = 0;
+  // One GPU, shared or whole, is reached through its daemon; several GPUs are not (no daemon's
+  // pipes are named DIR/pipes/gpu-2,3).
+  const bool through_daemon = req.num_gpu == 1;
   if (!options.mps_directory.empty()) {
     mps = MpsVolumes(options.mps_directory);
     TESSERA_RETURN_IF_ERROR(AddMpsVolumes(*spec, mps, &m.patch));
+    if (through_daemon) {
+      TESSERA_ASSIGN_OR_RETURN(main, MainContainerOf(pod, "pod"));
+      TESSERA_ASSIGN_OR_RETURN(user, ContainerUserOf(pod, main, "pod"));
+    }
     // A pod sharing a GPU is an MPS client: the extender keeps its GPU to pods of its user.
     if (!req.whole()) {
-      TESSERA_ASSIGN_OR_RETURN(std::string user, MpsUserOf(pod, "pod"));
       const json& annotations = pod["metadata"]["annotations"];  // AsksForAShare: an object
       const json* present = Find(annotations, kMpsUserAnnotation);
       if (present == nullptr || *present != user) {
@@ -278,8 +288,27 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
       return Bad(absl::StrCat("pod.spec.containers[", i, "]"), "expected an object");
     TESSERA_ASSIGN_OR_RETURN(
         const json* env, OptionalArray(c, "env", absl::StrCat("pod.spec.containers[", i, "].env")));
+    // MPS runs one server per user ID at a time: a client of another user waits until every
+    // client of the running one has exited, so a container of another user than the main one
+    // (a sidecar such as istio-proxy, 1337) would hang at its first CUDA call for as long as
+    // the main container runs. It gets the share's env but not the daemon's pipes: CUDA there
+    // runs outside MPS, on the same GPU, not held to the share.
+    bool client = !mps.empty();
+    if (client && through_daemon && i != main) {
+      TESSERA_ASSIGN_OR_RETURN(std::string own, ContainerUserOf(pod, i, "pod"));
+      if (own != user) {
+        client = false;
+        m.warnings.push_back(absl::StrCat(
+            "container ", NameOf(c, i), " runs as ", own, ", not as the main container ",
+            NameOf((*containers)[main], main), " (", user,
+            "): it is not given the MPS daemon's pipes, since MPS serves one user per GPU and "
+            "its CUDA calls would wait for the other user's to end; CUDA in it runs outside "
+            "MPS, not held to the share. Give it the same runAsUser to make it an MPS client"));
+      }
+    }
     std::vector<json> added;
     for (const json& w : wanted) {
+      if (!client && !mps.empty() && w["name"] == "CUDA_MPS_PIPE_DIRECTORY") continue;
       const json& var = w["name"];
       bool present = false;
       bool ours = false;  // already taking its value from where the webhook would (reinvocation)
@@ -299,7 +328,7 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
       }
     }
     AddAll(env, absl::StrCat("/spec/containers/", i, "/env"), std::move(added), &m.patch);
-    if (!mps.empty()) TESSERA_RETURN_IF_ERROR(AddMpsMounts(c, i, mps, &m.patch));
+    if (client) TESSERA_RETURN_IF_ERROR(AddMpsMounts(c, i, mps, &m.patch));
   }
   return m;
 }

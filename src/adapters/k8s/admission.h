@@ -44,7 +44,9 @@ struct AdmissionOptions {
   // the daemon of the GPU the extender assigned, so that the MPS limits the env sets are
   // enforced there; and a pod sharing a GPU is marked with the user it runs as
   // (kMpsUserAnnotation, MpsUserOf), so that the extender keeps its GPU to that user's pods.
-  // "": the env only.
+  // In a pod of one GPU, a container that runs as another user than the main one gets neither
+  // the mounts nor the pipe directory (it would wait for the main one's MPS server to end), and
+  // a warning says so. "": the env only.
   std::string mps_directory;
   // Where ServeAdmissionWebhook reports what an operator must see (renewed TLS files that do not
   // load), a line at a time, from any thread; none: not reported.

@@ -195,13 +195,21 @@ AdmissionOptions WithMps() {
   return options;
 }
 
+// Review()'s pod with every container running as one user (root, as the vLLM image does), so
+// that all of them are MPS clients.
+json ReviewAsOneUser() {
+  json review = Review();
+  review["request"]["object"]["spec"]["securityContext"]["runAsUser"] = 0;
+  return review;
+}
+
 // With --mps-directory, a sharing pod's containers also reach the MPS daemon of the GPU they are
 // assigned: the daemons' pipes mounted, their shared memory at /dev/shm (hostPath volumes of
 // type Directory: a node without them does not start the pod), and the pipe directory of GPU
 // $(NVIDIA_VISIBLE_DEVICES), which the kubelet expands from the variable before it.
 TEST(Admission, WithAnMpsDirectorySharingPodsReachTheDaemonsPipesAndSharedMemory) {
   const AdmissionOptions mps = WithMps();
-  json review = Review();
+  json review = ReviewAsOneUser();
   json response = Respond(review, mps);
   EXPECT_EQ(response["allowed"], true);
   EXPECT_FALSE(response.contains("warnings"));
@@ -244,7 +252,7 @@ TEST(Admission, WithAnMpsDirectorySharingPodsReachTheDaemonsPipesAndSharedMemory
   EXPECT_EQ(plain["spec"]["volumes"].size(), 1u);
   EXPECT_FALSE(plain["spec"]["containers"][1].contains("volumeMounts"));
   // A pod with no volumes at all gets the list made.
-  json bare = Review();
+  json bare = ReviewAsOneUser();
   bare["request"]["object"]["spec"].erase("volumes");
   bare["request"]["object"]["spec"]["containers"][0].erase("volumeMounts");
   json bare_pod = bare["request"]["object"].patch(PatchOf(Respond(bare, mps)));
@@ -306,7 +314,7 @@ TEST(Admission, WithAnMpsDirectoryRefusesPodsWhoseMountsOrVolumesWouldHideTheDae
   // Without MPS the same pod is fine.
   EXPECT_EQ(Respond(shm)["allowed"], true);
   // Something else mounted where the daemons' pipes go: refused too.
-  json pipe = Review();
+  json pipe = ReviewAsOneUser();
   pipe["request"]["object"]["spec"]["containers"][1]["volumeMounts"] =
       json::array({{{"name", "kube-api-access-x7k2p"}, {"mountPath", "/run/tessera/mps/pipes"}}});
   EXPECT_THAT(Respond(pipe, mps)["status"]["message"].get<std::string>(),
@@ -323,7 +331,7 @@ TEST(Admission, WithAnMpsDirectoryRefusesPodsWhoseMountsOrVolumesWouldHideTheDae
                         "/run/tessera/mps/shm): rename this volume"));
   // A container that sets its own pipe directory keeps it, with a warning; the mounts still
   // come.
-  json own = Review();
+  json own = ReviewAsOneUser();
   own["request"]["object"]["spec"]["containers"][1]["env"].push_back(
       {{"name", "CUDA_MPS_PIPE_DIRECTORY"}, {"value", "/tmp/nvidia-mps"}});
   json own_response = Respond(own, mps);
@@ -337,15 +345,94 @@ TEST(Admission, WithAnMpsDirectoryRefusesPodsWhoseMountsOrVolumesWouldHideTheDae
   odd["request"]["object"]["spec"]["volumes"] = "none";
   EXPECT_THAT(Respond(odd, mps)["status"]["message"].get<std::string>(),
               HasSubstr("pod.spec.volumes: expected an array"));
-  json odd_mounts = Review();
+  json odd_mounts = ReviewAsOneUser();
   odd_mounts["request"]["object"]["spec"]["containers"][1]["volumeMounts"] = 3;
   EXPECT_THAT(Respond(odd_mounts, mps)["status"]["message"].get<std::string>(),
               HasSubstr("pod.spec.containers[1].volumeMounts: expected an array"));
-  json loose = Review();
+  json loose = ReviewAsOneUser();
   loose["request"]["object"]["spec"]["containers"][1]["volumeMounts"] =
       json::array({"loose", {{"mountPath", 4}}, {{"mountPath", "/dev/shm"}}});
   EXPECT_THAT(Respond(loose, mps)["status"]["message"].get<std::string>(),
               HasSubstr("container metrics-proxy mounts a volume at /dev/shm"));
+}
+
+// MPS serves one user per GPU at a time: a container of another user than the main one would
+// wait at its first CUDA call until the main one exits. So it gets the share's env (its GPU) but
+// not the daemon's pipes, and the client is told.
+TEST(Admission, WithAnMpsDirectoryContainersOfAnotherUserAreNotMadeClients) {
+  const AdmissionOptions mps = WithMps();
+  const std::string pipe_env = "CUDA_MPS_PIPE_DIRECTORY";
+  auto names = [](const json& env) {
+    std::vector<std::string> out;
+    for (const json& e : env) out.push_back(e["name"].get<std::string>());
+    return out;
+  };
+  // Review()'s sidecar is nginx:1.27 with no runAsUser: another image, so maybe another user.
+  json review = Review();
+  json response = Respond(review, mps);
+  EXPECT_EQ(response["allowed"], true);
+  EXPECT_THAT(response["warnings"].dump(),
+              HasSubstr("container metrics-proxy runs as image:nginx:1.27, not as the main "
+                        "container vllm (image:vllm/vllm-openai:latest): it is not given the MPS "
+                        "daemon's pipes"));
+  json pod = review["request"]["object"].patch(PatchOf(response));
+  const json& vllm = pod["spec"]["containers"][0];
+  const json& sidecar = pod["spec"]["containers"][1];
+  EXPECT_EQ(vllm["env"].back()["name"], pipe_env);
+  EXPECT_EQ(vllm["volumeMounts"].size(), 3u);
+  EXPECT_THAT(
+      names(sidecar["env"]),
+      ::testing::ElementsAre("LISTEN", "NVIDIA_VISIBLE_DEVICES", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+                             "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "TESSERA_GPU_MEMORY_FRACTION"));
+  EXPECT_FALSE(sidecar.contains("volumeMounts"));
+  // Reinvocation changes nothing (and says the same).
+  absl::StatusOr<PodMutation> again = MutatePod(pod, mps);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->patch, json::array());
+  EXPECT_EQ(again->warnings.size(), 1u);
+  // Not a client, so its own /dev/shm is in nobody's way.
+  json shm = Review();
+  json& shm_spec = shm["request"]["object"]["spec"];
+  shm_spec["volumes"].push_back({{"name", "cache"}, {"emptyDir", {{"medium", "Memory"}}}});
+  shm_spec["containers"][1]["volumeMounts"] =
+      json::array({{{"name", "cache"}, {"mountPath", "/dev/shm"}}});
+  EXPECT_EQ(Respond(shm, mps)["allowed"], true);
+  // A runAsUser of its own (istio-proxy's 1337) against the pod's: the container's wins.
+  json istio = ReviewAsOneUser();
+  istio["request"]["object"]["spec"]["containers"][1]["securityContext"]["runAsUser"] = 1337;
+  EXPECT_THAT(Respond(istio, mps)["warnings"].dump(),
+              HasSubstr("container metrics-proxy runs as 1337, not as the main container vllm "
+                        "(0)"));
+  // The main container is the one kubectl.kubernetes.io/default-container names.
+  json named = Review();
+  named["request"]["object"]["metadata"]["annotations"][kDefaultContainerAnnotation] =
+      "metrics-proxy";
+  json named_response = Respond(named, mps);
+  EXPECT_THAT(named_response["warnings"].dump(),
+              HasSubstr("container vllm runs as image:vllm/vllm-openai:latest, not as the main "
+                        "container metrics-proxy (image:nginx:1.27)"));
+  json named_pod = named["request"]["object"].patch(PatchOf(named_response));
+  EXPECT_EQ(named_pod["spec"]["containers"][0]["volumeMounts"].size(), 1u);
+  EXPECT_EQ(named_pod["spec"]["containers"][1]["env"].back()["name"], pipe_env);
+  EXPECT_EQ(named_pod["metadata"]["annotations"][kMpsUserAnnotation], "image:nginx:1.27");
+  // A whole GPU is reached through its daemon too: the same rule.
+  json whole = Review();
+  whole["request"]["object"]["metadata"]["annotations"]["tessera.io/gpu-compute"] = "1";
+  EXPECT_THAT(Respond(whole, mps)["warnings"].dump(), HasSubstr("container metrics-proxy runs as"));
+  // Several GPUs are reached through no daemon: nothing to wait for, nothing said.
+  json two = Review();
+  two["request"]["object"]["metadata"]["annotations"]["tessera.io/gpu-compute"] = "2";
+  json two_response = Respond(two, mps);
+  EXPECT_FALSE(two_response.contains("warnings"));
+  json two_pod = two["request"]["object"].patch(PatchOf(two_response));
+  EXPECT_EQ(two_pod["spec"]["containers"][1]["env"].back()["name"], pipe_env);
+  // Without MPS there is no daemon to wait for either.
+  EXPECT_FALSE(Respond(review).contains("warnings"));
+  // A sidecar's runAsUser that is no user ID is refused with its field.
+  json bad = Review();
+  bad["request"]["object"]["spec"]["containers"][1]["securityContext"]["runAsUser"] = "root";
+  EXPECT_THAT(Respond(bad, mps)["status"]["message"].get<std::string>(),
+              HasSubstr("pod.spec.containers[1].securityContext.runAsUser: expected a user ID"));
 }
 
 TEST(Admission, MpsDirectoryMustBeAnAbsoluteCleanPath) {

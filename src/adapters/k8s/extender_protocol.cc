@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -257,6 +258,22 @@ absl::StatusOr<const json*> ItemsOf(const json& doc, const std::string& path) {
   return items;
 }
 
+// The pod's spec and its non-empty spec.containers; errors name the field under `path`.
+absl::StatusOr<std::pair<const json*, const json*>> SpecAndContainers(const json& pod,
+                                                                      const std::string& path) {
+  TESSERA_RETURN_IF_ERROR(RequireObject(pod, path));
+  const json* spec = Member(pod, "spec");
+  if (spec == nullptr) {
+    return Bad(path + ".spec", "required object missing");
+  }
+  TESSERA_RETURN_IF_ERROR(RequireObject(*spec, path + ".spec"));
+  const json* containers = Member(*spec, "containers");
+  if (containers == nullptr || !containers->is_array() || containers->empty()) {
+    return Bad(path + ".spec.containers", "expected a non-empty array");
+  }
+  return std::pair{spec, containers};
+}
+
 }  // namespace
 
 absl::StatusOr<json> ParseJson(absl::string_view body, absl::string_view what) {
@@ -276,17 +293,9 @@ absl::StatusOr<json> ParseJson(absl::string_view body, absl::string_view what) {
   }
 }
 
-absl::StatusOr<std::string> MpsUserOf(const json& pod, const std::string& path) {
-  TESSERA_RETURN_IF_ERROR(RequireObject(pod, path));
-  const json* spec = Member(pod, "spec");
-  if (spec == nullptr) {
-    return Bad(path + ".spec", "required object missing");
-  }
-  TESSERA_RETURN_IF_ERROR(RequireObject(*spec, path + ".spec"));
-  const json* containers = Member(*spec, "containers");
-  if (containers == nullptr || !containers->is_array() || containers->empty()) {
-    return Bad(path + ".spec.containers", "expected a non-empty array");
-  }
+absl::StatusOr<size_t> MainContainerOf(const json& pod, const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(auto spec_containers, SpecAndContainers(pod, path));
+  const json* containers = spec_containers.second;
   TESSERA_ASSIGN_OR_RETURN(std::string main_name,
                            MetaString(pod, "annotations", kDefaultContainerAnnotation, path));
   size_t main = 0;
@@ -294,8 +303,17 @@ absl::StatusOr<std::string> MpsUserOf(const json& pod, const std::string& path) 
     const json* name = Member((*containers)[i], "name");
     if (name != nullptr && name->is_string() && *name == main_name) main = i;
   }
-  const std::string at = absl::StrCat(path, ".spec.containers[", main, "]");
-  const json& c = (*containers)[main];
+  return main;
+}
+
+absl::StatusOr<std::string> ContainerUserOf(const json& pod, size_t i, const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(auto spec_containers, SpecAndContainers(pod, path));
+  const auto [spec, containers] = spec_containers;
+  if (i >= containers->size()) {
+    return Bad(path + ".spec.containers", absl::StrCat("expected a container ", i));
+  }
+  const std::string at = absl::StrCat(path, ".spec.containers[", i, "]");
+  const json& c = (*containers)[i];
   TESSERA_RETURN_IF_ERROR(RequireObject(c, at));
   // The container's securityContext first, then the pod's (as the kubelet applies them).
   for (const auto& [holder, where] : {std::pair<const json*, std::string>{&c, at},
@@ -313,6 +331,11 @@ absl::StatusOr<std::string> MpsUserOf(const json& pod, const std::string& path) 
   }
   TESSERA_ASSIGN_OR_RETURN(std::string image, StringAt(c, "image", at, false));
   return absl::StrCat("image:", image);
+}
+
+absl::StatusOr<std::string> MpsUserOf(const json& pod, const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(size_t main, MainContainerOf(pod, path));
+  return ContainerUserOf(pod, main, path);
 }
 
 absl::StatusOr<GpuRequest> DecodeGpuRequest(const json& pod, const std::string& path) {

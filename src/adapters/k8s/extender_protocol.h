@@ -89,6 +89,12 @@ absl::StatusOr<placement::gpushare::GpuRequest> DecodeGpuRequest(const nlohmann:
 // image's own USER, which the API does not show: "image:" and the image, so that only pods of one
 // image count as one user. E.g. "1000", "image:vllm/vllm-openai:v0.6.3". Errors name the field.
 absl::StatusOr<std::string> MpsUserOf(const nlohmann::json& pod, const std::string& path = "pod");
+// The index in spec.containers of the pod's main container (as MpsUserOf takes it).
+absl::StatusOr<size_t> MainContainerOf(const nlohmann::json& pod, const std::string& path = "pod");
+// The user container `i` of the pod runs as, in MpsUserOf's terms: its runAsUser, else the pod's,
+// else "image:" and its image. MpsUserOf is this for the main container.
+absl::StatusOr<std::string> ContainerUserOf(const nlohmann::json& pod, size_t i,
+                                            const std::string& path = "pod");
 
 // A Node object: GPU count from status.allocatable["nvidia.com/gpu"] (else the GFD label
 // nvidia.com/gpu.count), model from nvidia.com/gpu.product, memory from nvidia.com/gpu.memory
