@@ -168,11 +168,31 @@ absl::Status AddMpsVolumes(const json& spec, const std::vector<MpsVolume>& mps, 
   return absl::OkStatus();
 }
 
-// Adds to `patch` the MPS mounts container `c` (index i) does not have already. An error when it
+// Where a container is in the pod: which list, and its index there.
+struct ContainerAt {
+  const char* list;  // "containers" or "initContainers"
+  const char* kind;  // for messages: "container" or "init container"
+  size_t i;
+
+  // The field path of the list, for messages: pod.spec.containers.
+  std::string List() const { return absl::StrCat("pod.spec.", list); }
+  // The field path of its member `member` ("": of the container), for messages:
+  // pod.spec.containers[1].env.
+  std::string Field(absl::string_view member) const {
+    return absl::StrCat(List(), "[", i, "]", member.empty() ? "" : ".", member);
+  }
+  // The JSON Pointer of its member `member`, for the patch: /spec/containers/1/env.
+  std::string Pointer(absl::string_view member) const {
+    return absl::StrCat("/spec/", list, "/", i, "/", member);
+  }
+};
+
+// Adds to `patch` the MPS mounts container `c` (at `where`) does not have already. An error when it
 // mounts something else where one of them goes (/dev/shm, most often an emptyDir of medium
 // Memory).
-absl::Status AddMpsMounts(const json& c, size_t i, const std::vector<MpsVolume>& mps, json* patch) {
-  const std::string at = absl::StrCat("pod.spec.containers[", i, "].volumeMounts");
+absl::Status AddMpsMounts(const json& c, const ContainerAt& where,
+                          const std::vector<MpsVolume>& mps, json* patch) {
+  const std::string at = where.Field("volumeMounts");
   TESSERA_ASSIGN_OR_RETURN(const json* mounts, OptionalArray(c, "volumeMounts", at));
   std::vector<json> add;
   for (const MpsVolume& v : mps) {
@@ -186,7 +206,7 @@ absl::Status AddMpsMounts(const json& c, size_t i, const std::vector<MpsVolume>&
       if (mounted == nullptr || *mounted != name) {
         return Bad(
             absl::StrCat(at, "[", k, "]"),
-            absl::StrCat("container ", NameOf(c, i), " mounts ",
+            absl::StrCat(where.kind, " ", NameOf(c, where.i), " mounts ",
                          mounted != nullptr ? mounted->dump() : "a volume", " at ", v.mount_path,
                          "; under MPS the webhook mounts the MPS daemons' ", v.what,
                          " there, which CUDA needs to reach them: remove this mount"));
@@ -195,7 +215,7 @@ absl::Status AddMpsMounts(const json& c, size_t i, const std::vector<MpsVolume>&
     }
     if (!present) add.push_back({{"name", name}, {"mountPath", v.mount_path}});
   }
-  AddAll(mounts, absl::StrCat("/spec/containers/", i, "/volumeMounts"), std::move(add), patch);
+  AddAll(mounts, where.Pointer("volumeMounts"), std::move(add), patch);
   return absl::OkStatus();
 }
 
@@ -267,7 +287,7 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
     TESSERA_RETURN_IF_ERROR(AddMpsVolumes(*spec, mps, &m.patch));
     if (through_daemon) {
       TESSERA_ASSIGN_OR_RETURN(main, MainContainerOf(pod, "pod"));
-      TESSERA_ASSIGN_OR_RETURN(user, ContainerUserOf(pod, main, "pod"));
+      TESSERA_ASSIGN_OR_RETURN(user, ContainerUserOf(pod, "containers", main, "pod"));
     }
     // A pod sharing a GPU is an MPS client: the extender keeps its GPU to pods of its user.
     if (!req.whole()) {
@@ -282,53 +302,65 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
       }
     }
   }
-  for (size_t i = 0; i < containers->size(); ++i) {
-    const json& c = (*containers)[i];
-    if (!c.is_object())
-      return Bad(absl::StrCat("pod.spec.containers[", i, "]"), "expected an object");
-    TESSERA_ASSIGN_OR_RETURN(
-        const json* env, OptionalArray(c, "env", absl::StrCat("pod.spec.containers[", i, "].env")));
-    // MPS runs one server per user ID at a time: a client of another user waits until every
-    // client of the running one has exited, so a container of another user than the main one
-    // (a sidecar such as istio-proxy, 1337) would hang at its first CUDA call for as long as
-    // the main container runs. It gets the share's env but not the daemon's pipes: CUDA there
-    // runs outside MPS, on the same GPU, not held to the share.
-    bool client = !mps.empty();
-    if (client && through_daemon && i != main) {
-      TESSERA_ASSIGN_OR_RETURN(std::string own, ContainerUserOf(pod, i, "pod"));
-      if (own != user) {
-        client = false;
-        m.warnings.push_back(absl::StrCat(
-            "container ", NameOf(c, i), " runs as ", own, ", not as the main container ",
-            NameOf((*containers)[main], main), " (", user,
-            "): it is not given the MPS daemon's pipes, since MPS serves one user per GPU and "
-            "its CUDA calls would wait for the other user's to end; CUDA in it runs outside "
-            "MPS, not held to the share. Give it the same runAsUser to make it an MPS client"));
-      }
+  // The app containers, then the init containers (sidecars with restartPolicy Always among
+  // them): a CUDA image says NVIDIA_VISIBLE_DEVICES=all, so a container left without the
+  // share's env would see every GPU of the node, and none of them held to the share.
+  for (const ContainerAt list : {ContainerAt{"containers", "container", 0},
+                                 ContainerAt{"initContainers", "init container", 0}}) {
+    const json* all = containers;
+    if (list.list != std::string_view("containers")) {
+      TESSERA_ASSIGN_OR_RETURN(all, OptionalArray(*spec, list.list, list.List()));
+      if (all == nullptr) continue;
     }
-    std::vector<json> added;
-    for (const json& w : wanted) {
-      if (!client && !mps.empty() && w["name"] == "CUDA_MPS_PIPE_DIRECTORY") continue;
-      const json& var = w["name"];
-      bool present = false;
-      bool ours = false;  // already taking its value from where the webhook would (reinvocation)
-      for (size_t k = 0; env != nullptr && k < env->size(); ++k) {
-        const json* name = Find((*env)[k], "name");
-        if (name == nullptr || *name != var) continue;
-        present = true;
-        ours = ours || SameSource((*env)[k], w);
+    for (size_t i = 0; i < all->size(); ++i) {
+      const ContainerAt where{list.list, list.kind, i};
+      const json& c = (*all)[i];
+      if (!c.is_object()) return Bad(where.Field(""), "expected an object");
+      TESSERA_ASSIGN_OR_RETURN(const json* env, OptionalArray(c, "env", where.Field("env")));
+      // MPS runs one server per user ID at a time: a client of another user waits until every
+      // client of the running one has exited, so a container of another user than the main one
+      // (a sidecar such as istio-proxy, 1337) would hang at its first CUDA call for as long as
+      // the main container runs. It gets the share's env but not the daemon's pipes: CUDA there
+      // runs outside MPS, on the same GPU, not held to the share.
+      bool client = !mps.empty();
+      const bool is_main = where.list == std::string_view("containers") && i == main;
+      if (client && through_daemon && !is_main) {
+        TESSERA_ASSIGN_OR_RETURN(std::string own, ContainerUserOf(pod, where.list, i, "pod"));
+        if (own != user) {
+          client = false;
+          m.warnings.push_back(absl::StrCat(
+              where.kind, " ", NameOf(c, i), " runs as ", own, ", not as the main container ",
+              NameOf((*containers)[main], main), " (", user,
+              "): it is not given the MPS daemon's pipes, since MPS serves one user per GPU and "
+              "its CUDA calls would wait for the other user's to end; CUDA in it runs outside "
+              "MPS, not held to the share. Give it the same runAsUser to make it an MPS "
+              "client"));
+        }
       }
-      if (!present) {
-        added.push_back(w);
-      } else if (!ours) {
-        m.warnings.push_back(absl::StrCat("container ", NameOf(c, i), " sets ",
-                                          var.get<std::string>(),
-                                          " itself; left as it is, so it may not use the "
-                                          "share Tessera assigns"));
+      std::vector<json> added;
+      for (const json& w : wanted) {
+        if (!client && !mps.empty() && w["name"] == "CUDA_MPS_PIPE_DIRECTORY") continue;
+        const json& var = w["name"];
+        bool present = false;
+        bool ours = false;  // already taking its value from where the webhook would (reinvocation)
+        for (size_t k = 0; env != nullptr && k < env->size(); ++k) {
+          const json* name = Find((*env)[k], "name");
+          if (name == nullptr || *name != var) continue;
+          present = true;
+          ours = ours || SameSource((*env)[k], w);
+        }
+        if (!present) {
+          added.push_back(w);
+        } else if (!ours) {
+          m.warnings.push_back(absl::StrCat(where.kind, " ", NameOf(c, i), " sets ",
+                                            var.get<std::string>(),
+                                            " itself; left as it is, so it may not use the "
+                                            "share Tessera assigns"));
+        }
       }
+      AddAll(env, where.Pointer("env"), std::move(added), &m.patch);
+      if (client) TESSERA_RETURN_IF_ERROR(AddMpsMounts(c, where, mps, &m.patch));
     }
-    AddAll(env, absl::StrCat("/spec/containers/", i, "/env"), std::move(added), &m.patch);
-    if (client) TESSERA_RETURN_IF_ERROR(AddMpsMounts(c, i, mps, &m.patch));
   }
   return m;
 }

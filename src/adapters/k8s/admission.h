@@ -1,7 +1,7 @@
 // Tessera's mutating admission webhook for pods (admission.k8s.io/v1 AdmissionReview). A pod that
 // asks for a share of a GPU with the planner's annotations (tessera.io/gpu-memory and
-// tessera.io/gpu-compute) gets, in each of its containers, the env that reads what the
-// extender's bind writes (extender_protocol.h: NVIDIA_VISIBLE_DEVICES from
+// tessera.io/gpu-compute) gets, in each of its containers and init containers, the env that reads
+// what the extender's bind writes (extender_protocol.h: NVIDIA_VISIBLE_DEVICES from
 // tessera.io/visible-devices, ...), and is sent to the extender's scheduler profile. So a pod needs
 // only the two annotations to be placed on a share and to use exactly that share.
 //

@@ -435,6 +435,52 @@ TEST(Admission, WithAnMpsDirectoryContainersOfAnotherUserAreNotMadeClients) {
               HasSubstr("pod.spec.containers[1].securityContext.runAsUser: expected a user ID"));
 }
 
+// Init containers (sidecars with restartPolicy Always among them) get the share's env too: a
+// CUDA image's NVIDIA_VISIBLE_DEVICES=all would otherwise show them every GPU of the node. Under
+// MPS they follow the containers' rule.
+TEST(Admission, InitContainersGetTheShareToo) {
+  json review = ReviewAsOneUser();
+  json& spec = review["request"]["object"]["spec"];
+  spec["initContainers"] = json::array(
+      {{{"name", "build-engine"}, {"image", "nvcr.io/nvidia/tensorrt:24.05-py3"}},
+       {{"name", "log-shipper"},
+        {"image", "fluent/fluent-bit:3.0"},
+        {"restartPolicy", "Always"},
+        {"securityContext", {{"runAsUser", 65534}}},
+        {"env", json::array({{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "none"}}})}}});
+  json plain = review["request"]["object"].patch(PatchOf(Respond(review)));
+  const json& init = plain["spec"]["initContainers"];
+  ASSERT_EQ(init[0]["env"].size(), 4u);
+  EXPECT_EQ(init[0]["env"][0], EnvRef("NVIDIA_VISIBLE_DEVICES", kVisibleDevicesAnnotation));
+  // One that sets a variable itself keeps it, with a warning naming it as an init container.
+  EXPECT_EQ(init[1]["env"][0]["value"], "none");
+  EXPECT_EQ(init[1]["env"].size(), 4u);
+  EXPECT_THAT(Respond(review)["warnings"].dump(),
+              HasSubstr("init container log-shipper sets NVIDIA_VISIBLE_DEVICES itself"));
+  // Under MPS: the one of the pod's user is a client, the other is not, and is named.
+  json response = Respond(review, WithMps());
+  EXPECT_THAT(response["warnings"].dump(),
+              HasSubstr("init container log-shipper runs as 65534, not as the main container "
+                        "vllm (0)"));
+  json pod = review["request"]["object"].patch(PatchOf(response));
+  const json& mps_init = pod["spec"]["initContainers"];
+  EXPECT_EQ(mps_init[0]["env"].back()["name"], "CUDA_MPS_PIPE_DIRECTORY");
+  EXPECT_EQ(mps_init[0]["volumeMounts"].size(), 2u);
+  EXPECT_NE(mps_init[1]["env"].back()["name"], "CUDA_MPS_PIPE_DIRECTORY");
+  EXPECT_FALSE(mps_init[1].contains("volumeMounts"));
+  absl::StatusOr<PodMutation> again = MutatePod(pod, WithMps());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->patch, json::array());
+  // Wrong shapes are named by their own path.
+  json odd = ReviewAsOneUser();
+  odd["request"]["object"]["spec"]["initContainers"] = json::array({{{"name", "x"}, {"env", 1}}});
+  EXPECT_THAT(Respond(odd)["status"]["message"].get<std::string>(),
+              HasSubstr("pod.spec.initContainers[0].env: expected an array"));
+  odd["request"]["object"]["spec"]["initContainers"] = "x";
+  EXPECT_THAT(Respond(odd)["status"]["message"].get<std::string>(),
+              HasSubstr("pod.spec.initContainers: expected an array"));
+}
+
 TEST(Admission, MpsDirectoryMustBeAnAbsoluteCleanPath) {
   EXPECT_TRUE(CheckMpsDirectory("/run/tessera/mps").ok());
   EXPECT_TRUE(CheckMpsDirectory("/mps").ok());

@@ -306,13 +306,15 @@ absl::StatusOr<size_t> MainContainerOf(const json& pod, const std::string& path)
   return main;
 }
 
-absl::StatusOr<std::string> ContainerUserOf(const json& pod, size_t i, const std::string& path) {
+absl::StatusOr<std::string> ContainerUserOf(const json& pod, absl::string_view list, size_t i,
+                                            const std::string& path) {
   TESSERA_ASSIGN_OR_RETURN(auto spec_containers, SpecAndContainers(pod, path));
-  const auto [spec, containers] = spec_containers;
-  if (i >= containers->size()) {
-    return Bad(path + ".spec.containers", absl::StrCat("expected a container ", i));
+  const json* spec = spec_containers.first;
+  const json* containers = Member(*spec, list);
+  if (containers == nullptr || !containers->is_array() || i >= containers->size()) {
+    return Bad(absl::StrCat(path, ".spec.", list), absl::StrCat("expected a container ", i));
   }
-  const std::string at = absl::StrCat(path, ".spec.containers[", i, "]");
+  const std::string at = absl::StrCat(path, ".spec.", list, "[", i, "]");
   const json& c = (*containers)[i];
   TESSERA_RETURN_IF_ERROR(RequireObject(c, at));
   // The container's securityContext first, then the pod's (as the kubelet applies them).
@@ -335,7 +337,7 @@ absl::StatusOr<std::string> ContainerUserOf(const json& pod, size_t i, const std
 
 absl::StatusOr<std::string> MpsUserOf(const json& pod, const std::string& path) {
   TESSERA_ASSIGN_OR_RETURN(size_t main, MainContainerOf(pod, path));
-  return ContainerUserOf(pod, main, path);
+  return ContainerUserOf(pod, "containers", main, path);
 }
 
 absl::StatusOr<GpuRequest> DecodeGpuRequest(const json& pod, const std::string& path) {

@@ -91,10 +91,11 @@ absl::StatusOr<placement::gpushare::GpuRequest> DecodeGpuRequest(const nlohmann:
 absl::StatusOr<std::string> MpsUserOf(const nlohmann::json& pod, const std::string& path = "pod");
 // The index in spec.containers of the pod's main container (as MpsUserOf takes it).
 absl::StatusOr<size_t> MainContainerOf(const nlohmann::json& pod, const std::string& path = "pod");
-// The user container `i` of the pod runs as, in MpsUserOf's terms: its runAsUser, else the pod's,
-// else "image:" and its image. MpsUserOf is this for the main container.
-absl::StatusOr<std::string> ContainerUserOf(const nlohmann::json& pod, size_t i,
-                                            const std::string& path = "pod");
+// The user container `i` of the pod's spec.`list` ("containers" or "initContainers") runs as, in
+// MpsUserOf's terms: its runAsUser, else the pod's, else "image:" and its image. MpsUserOf is
+// this for the main container.
+absl::StatusOr<std::string> ContainerUserOf(const nlohmann::json& pod, absl::string_view list,
+                                            size_t i, const std::string& path = "pod");
 
 // A Node object: GPU count from status.allocatable["nvidia.com/gpu"] (else the GFD label
 // nvidia.com/gpu.count), model from nvidia.com/gpu.product, memory from nvidia.com/gpu.memory
