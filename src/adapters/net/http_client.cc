@@ -159,8 +159,14 @@ absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
   if (!req.unix_socket.empty()) {
     curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, req.unix_socket.c_str());
   }
-  if (!req.proxy.empty()) {
-    curl_easy_setopt(h, CURLOPT_PROXY, req.proxy.c_str());
+  // A SOCKS5 proxy is sent the host's name, for the proxy to resolve (client-go's socks5 dialer
+  // does so; libcurl's socks5:// would resolve it here, where a name behind a bastion such as
+  // `ssh -D` does not resolve): libcurl's socks5h://.
+  const std::string proxy = absl::StartsWithIgnoreCase(req.proxy, "socks5://")
+                                ? absl::StrCat("socks5h://", req.proxy.substr(9))
+                                : req.proxy;
+  if (!proxy.empty()) {
+    curl_easy_setopt(h, CURLOPT_PROXY, proxy.c_str());
     curl_easy_setopt(h, CURLOPT_NOPROXY, "");  // every host, whatever NO_PROXY says
   }
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -99,6 +100,85 @@ TEST(Fetch, TunnelsToTheUrlsHostWhenGivenATlsServerName) {
   proxy.join();
   close(fd);
   EXPECT_THAT(request, ::testing::StartsWith("CONNECT 127.0.0.1:6443 HTTP/1.1\r\n"));
+}
+
+// Reads exactly n bytes from fd into *out; false at the end of the stream or on an error.
+bool ReadExactly(int fd, size_t n, std::string* out) {
+  char buf[512];
+  while (n > 0) {
+    ssize_t got = read(fd, buf, std::min(n, sizeof(buf)));
+    if (got <= 0) return false;
+    out->append(buf, got);
+    n -= got;
+  }
+  return true;
+}
+
+// A socks5:// proxy (a kubeconfig's proxy-url, often `ssh -D` to a bastion) is given the
+// server's name, not an address resolved here, as client-go's dialer does: the name may resolve
+// only behind the bastion (kube.invalid resolves nowhere). This SOCKS5 server (RFC 1928, no
+// authentication) records the CONNECT request and then answers the tunnelled HTTP request
+// itself.
+TEST(Fetch, GivesASocks5ProxyTheServersNameToResolve) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  std::string greeting, connect, http;
+  std::thread proxy([&] {
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    if (poll(&p, 1, 5000) != 1) return;
+    int c = accept(fd, nullptr, nullptr);
+    auto send = [&](const std::string& bytes) {
+      EXPECT_EQ(write(c, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    };
+    // VER NMETHODS METHODS...; then VER CMD RSV ATYP ADDR PORT, ADDR a name (ATYP 3: its
+    // length, then the name) or an IPv4 address (ATYP 1: four bytes).
+    if (!ReadExactly(c, 2, &greeting) ||
+        !ReadExactly(c, static_cast<unsigned char>(greeting[1]), &greeting)) {
+      close(c);
+      return;
+    }
+    send(std::string("\x05\x00", 2));
+    if (ReadExactly(c, 4, &connect)) {
+      const int type = connect[3];
+      std::string length;
+      if (type == 3 && ReadExactly(c, 1, &length)) connect += length;
+      const size_t address = type == 3 ? static_cast<unsigned char>(length[0]) : 4;
+      if (ReadExactly(c, address + 2, &connect)) {
+        send(std::string("\x05\x00\x00\x01\x7f\x00\x00\x01\x19\x2b", 10));
+        char buf[4096];
+        while (http.find("\r\n\r\n") == std::string::npos) {
+          ssize_t n = read(c, buf, sizeof(buf));
+          if (n <= 0) break;
+          http.append(buf, n);
+        }
+        send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
+      }
+    }
+    close(c);
+  });
+  HttpRequest req;
+  req.url = "http://kube.invalid:6443/api";
+  req.proxy = absl::StrCat("socks5://127.0.0.1:", ntohs(a.sin_port));
+  req.timeout_ms = 5000;
+  absl::StatusOr<HttpResponse> r = Fetch(req);
+  proxy.join();
+  close(fd);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "{}");
+  ASSERT_GE(greeting.size(), 3u);
+  EXPECT_EQ(greeting[0], 5);
+  // CONNECT to the name kube.invalid (12 bytes), port 6443.
+  EXPECT_EQ(connect,
+            std::string("\x05\x01\x00\x03\x0c", 5) + "kube.invalid" + std::string("\x19\x2b", 2));
+  EXPECT_THAT(http, ::testing::StartsWith("GET /api HTTP/1.1\r\n"));
+  EXPECT_THAT(http, HasSubstr("Host: kube.invalid:6443\r\n"));
 }
 
 // A body beyond max_response_bytes is an error, whether its length is announced
