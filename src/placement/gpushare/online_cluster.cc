@@ -188,14 +188,22 @@ std::string OnlineCluster::Unfit(const GpuRequest& req, int node, const std::str
     return absl::StrCat("the GPU room left is kept for the pods nominated to this node (",
                         absl::StrJoin(names, ", "), ")");
   }
-  if (req.user.empty()) {
+  // Enough GPUs with room so far; under MPS, they must also be shared by no other user's pod.
+  // (Filter asks this of every node: no allocation, and a GPU's users are looked at only where
+  // it has room.)
+  auto on = req.user.empty() ? users_on_.end() : users_on_.find(nodes_[node].name);
+  if (on == users_on_.end()) {
     return "";
   }
-  const std::vector<int> other = OtherUsers(node, req.user, nullptr);
   const std::vector<int64_t>& free = room.has_value() ? *room : state_.node(node).gpu_free;
   int open = 0;
   for (size_t g = 0; g < free.size(); ++g) {
-    open += other[g] == 0 && free[g] >= *share ? 1 : 0;
+    if (free[g] < *share) continue;
+    bool other = false;
+    if (g < on->second.size()) {
+      for (const auto& entry : on->second[g]) other = other || entry.first != req.user;
+    }
+    open += other ? 0 : 1;
   }
   if (open >= req.num_gpu) {
     return "";
