@@ -134,6 +134,48 @@ absl::StatusOr<std::string> UrlUnescape(absl::string_view s, bool plus_is_space)
   return out;
 }
 
+namespace {
+
+// The libcurl options that set up one TLS connection: the server's, or an https:// proxy's.
+struct TlsCurlOptions {
+  CURLoption ca_file, ca_blob, verify_peer, verify_host, cert_file, key_file, cert_blob, cert_type,
+      key_blob, key_type;
+};
+constexpr TlsCurlOptions kServerTls{
+    CURLOPT_CAINFO,      CURLOPT_CAINFO_BLOB, CURLOPT_SSL_VERIFYPEER, CURLOPT_SSL_VERIFYHOST,
+    CURLOPT_SSLCERT,     CURLOPT_SSLKEY,      CURLOPT_SSLCERT_BLOB,   CURLOPT_SSLCERTTYPE,
+    CURLOPT_SSLKEY_BLOB, CURLOPT_SSLKEYTYPE};
+constexpr TlsCurlOptions kProxyTls{CURLOPT_PROXY_CAINFO,         CURLOPT_PROXY_CAINFO_BLOB,
+                                   CURLOPT_PROXY_SSL_VERIFYPEER, CURLOPT_PROXY_SSL_VERIFYHOST,
+                                   CURLOPT_PROXY_SSLCERT,        CURLOPT_PROXY_SSLKEY,
+                                   CURLOPT_PROXY_SSLCERT_BLOB,   CURLOPT_PROXY_SSLCERTTYPE,
+                                   CURLOPT_PROXY_SSLKEY_BLOB,    CURLOPT_PROXY_SSLKEYTYPE};
+
+// Sets `tls` on `h` through the options `o`. libcurl copies the strings and the curl_blob
+// structs; the PEM data they point to (CURL_BLOB_NOCOPY) is read from `tls` during the transfer,
+// so `tls` must outlive it.
+void SetTls(CURL* h, const TlsOptions& tls, const TlsCurlOptions& o) {
+  curl_blob ca = Blob(tls.ca_pem), cert = Blob(tls.client_cert_pem), key = Blob(tls.client_key_pem);
+  if (!tls.ca_file.empty()) curl_easy_setopt(h, o.ca_file, tls.ca_file.c_str());
+  if (!tls.ca_pem.empty()) curl_easy_setopt(h, o.ca_blob, &ca);
+  if (tls.insecure_skip_verify) {
+    curl_easy_setopt(h, o.verify_peer, 0L);
+    curl_easy_setopt(h, o.verify_host, 0L);
+  }
+  if (!tls.client_cert_file.empty()) curl_easy_setopt(h, o.cert_file, tls.client_cert_file.c_str());
+  if (!tls.client_key_file.empty()) curl_easy_setopt(h, o.key_file, tls.client_key_file.c_str());
+  if (!tls.client_cert_pem.empty()) {
+    curl_easy_setopt(h, o.cert_blob, &cert);
+    curl_easy_setopt(h, o.cert_type, "PEM");
+  }
+  if (!tls.client_key_pem.empty()) {
+    curl_easy_setopt(h, o.key_blob, &key);
+    curl_easy_setopt(h, o.key_type, "PEM");
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
@@ -190,26 +232,14 @@ absl::StatusOr<HttpResponse> Fetch(const HttpRequest& req) {
     headers.reset(curl_slist_append(headers.release(), line.c_str()));
   }
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
-  const TlsOptions& tls = req.tls;
-  curl_blob ca = Blob(tls.ca_pem), cert = Blob(tls.client_cert_pem), key = Blob(tls.client_key_pem);
-  if (!tls.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, tls.ca_file.c_str());
-  if (!tls.ca_pem.empty()) curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
-  if (tls.insecure_skip_verify) {
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-  }
-  if (!tls.client_cert_file.empty()) {
-    curl_easy_setopt(h, CURLOPT_SSLCERT, tls.client_cert_file.c_str());
-  }
-  if (!tls.client_key_file.empty())
-    curl_easy_setopt(h, CURLOPT_SSLKEY, tls.client_key_file.c_str());
-  if (!tls.client_cert_pem.empty()) {
-    curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
-    curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-  }
-  if (!tls.client_key_pem.empty()) {
-    curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
-    curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+  SetTls(h, req.tls, kServerTls);
+  if (absl::StartsWithIgnoreCase(proxy, "https://")) {
+    // client-go's transport makes the TLS connection to an https:// proxy with the cluster's TLS
+    // settings (Go's http.Transport uses its TLSClientConfig for the proxy too): the proxy is
+    // verified against the kubeconfig's CA, or not at all with insecure-skip-tls-verify, and is
+    // shown the client certificate. libcurl keeps separate settings for the proxy (by default
+    // the system's CAs): the same ones, here.
+    SetTls(h, req.tls, kProxyTls);
   }
   CURLcode rc = curl_easy_perform(h);
   if (response.over) {

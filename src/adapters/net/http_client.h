@@ -42,8 +42,9 @@ struct HttpRequest {
   int timeout_ms = 10000;
   std::string unix_socket;  // connect to this Unix socket instead of the URL's host
   // The proxy to go through for every host, NO_PROXY notwithstanding (http://, https:// or
-  // socks5://HOST:PORT, which is sent the host's name to resolve, as client-go's is; a
-  // kubeconfig's proxy-url, which client-go uses for every request);
+  // socks5://HOST:PORT, which is sent the host's name to resolve, as client-go's is; an https://
+  // one is verified with `tls`, as client-go's; a kubeconfig's proxy-url, which client-go uses
+  // for every request);
   // "" = the environment's (http_proxy, HTTPS_PROXY, NO_PROXY, which libcurl reads itself).
   std::string proxy;
   TlsOptions tls;

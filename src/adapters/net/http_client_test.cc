@@ -1,6 +1,7 @@
 #include "adapters/net/http_client.h"
 
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -179,6 +181,89 @@ TEST(Fetch, GivesASocks5ProxyTheServersNameToResolve) {
             std::string("\x05\x01\x00\x03\x0c", 5) + "kube.invalid" + std::string("\x19\x2b", 2));
   EXPECT_THAT(http, ::testing::StartsWith("GET /api HTTP/1.1\r\n"));
   EXPECT_THAT(http, HasSubstr("Host: kube.invalid:6443\r\n"));
+}
+
+// A one-connection-at-a-time https:// forward proxy on 127.0.0.1 (its certificate from `pki`):
+// Serve() accepts one connection, completes the TLS handshake, records the request head
+// (CONNECT ...) and refuses it with 502. Nothing is recorded when the client gives up on the
+// handshake.
+class TlsConnectProxy {
+ public:
+  explicit TlsConnectProxy(const testing::TestCerts& pki)
+      : ctx_(SSL_CTX_new(TLS_server_method()), SSL_CTX_free) {
+    EXPECT_EQ(SSL_CTX_use_certificate_chain_file(ctx_.get(), pki.server_cert().c_str()), 1);
+    EXPECT_EQ(SSL_CTX_use_PrivateKey_file(ctx_.get(), pki.server_key().c_str(), SSL_FILETYPE_PEM),
+              1);
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(listen(fd_, 4), 0);
+    EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    port_ = ntohs(a.sin_port);
+  }
+  ~TlsConnectProxy() { close(fd_); }
+
+  std::string url() const { return absl::StrCat("https://127.0.0.1:", port_); }
+
+  // The request head of the next connection; "" when its handshake fails.
+  std::string Serve() {
+    pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
+    if (poll(&p, 1, 5000) != 1) return "";
+    int c = accept(fd_, nullptr, nullptr);
+    std::unique_ptr<SSL, void (*)(SSL*)> ssl(SSL_new(ctx_.get()), SSL_free);
+    SSL_set_fd(ssl.get(), c);
+    std::string request;
+    if (SSL_accept(ssl.get()) == 1) {
+      char buf[4096];
+      while (request.find("\r\n\r\n") == std::string::npos) {
+        int n = SSL_read(ssl.get(), buf, sizeof(buf));
+        if (n <= 0) break;
+        request.append(buf, n);
+      }
+      const std::string refusal = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n";
+      SSL_write(ssl.get(), refusal.data(), static_cast<int>(refusal.size()));
+      SSL_shutdown(ssl.get());
+    }
+    close(c);
+    return request;
+  }
+
+ private:
+  std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> ctx_;
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// An https:// proxy is verified as client-go verifies it: with the cluster's TLS settings (the
+// kubeconfig's CA, or none with insecure-skip-tls-verify), not with the system's CAs, which do
+// not hold a private CA.
+TEST(Fetch, VerifiesAnHttpsProxyWithTheClustersTlsSettings) {
+  testing::TestCerts pki;
+  ASSERT_TRUE(pki.ok()) << pki.error();
+  TlsConnectProxy proxy(pki);
+  auto through = [&](const TlsOptions& tls) {
+    std::string request;
+    std::thread serve([&] { request = proxy.Serve(); });
+    HttpRequest req;
+    req.url = "https://127.0.0.1:6443/api";
+    req.proxy = proxy.url();
+    req.tls = tls;
+    req.timeout_ms = 5000;
+    EXPECT_FALSE(Fetch(req).ok());  // the proxy refuses every tunnel
+    serve.join();
+    return request;
+  };
+  TlsOptions cluster;
+  cluster.ca_file = pki.ca();
+  EXPECT_THAT(through(cluster), ::testing::StartsWith("CONNECT 127.0.0.1:6443 HTTP/1.1\r\n"));
+  TlsOptions other;
+  other.ca_file = pki.other_ca();
+  EXPECT_EQ(through(other), "");
+  other.insecure_skip_verify = true;
+  EXPECT_THAT(through(other), ::testing::StartsWith("CONNECT 127.0.0.1:6443 HTTP/1.1\r\n"));
 }
 
 // A body beyond max_response_bytes is an error, whether its length is announced
