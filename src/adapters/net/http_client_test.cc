@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -66,41 +67,74 @@ TEST(Fetch, VerifiesTheServerForTheTlsServerName) {
   EXPECT_EQ(Fetch(req).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A TCP socket listening at a free port of 127.0.0.1, closed on destruction.
+class LoopbackListener {
+ public:
+  LoopbackListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(listen(fd_, 4), 0);
+    EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    port_ = ntohs(a.sin_port);
+  }
+  ~LoopbackListener() { close(fd_); }
+  LoopbackListener(const LoopbackListener&) = delete;
+  LoopbackListener& operator=(const LoopbackListener&) = delete;
+
+  int port() const { return port_; }
+  // The next connection, within 5 s; -1 when none comes.
+  int Accept() const {
+    pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
+    if (poll(&p, 1, 5000) != 1) return -1;
+    return accept(fd_, nullptr, nullptr);
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// Appends what `read_some` reads (bytes into the buffer, <= 0 at the end) to `*head` until it
+// holds a whole HTTP request head.
+void ReadHead(const std::function<int(char*, int)>& read_some, std::string* head) {
+  char buf[4096];
+  while (head->find("\r\n\r\n") == std::string::npos) {
+    int n = read_some(buf, sizeof(buf));
+    if (n <= 0) return;
+    head->append(buf, n);
+  }
+}
+
+// Reads from plain socket `fd` for ReadHead.
+std::function<int(char*, int)> FromSocket(int fd) {
+  return [fd](char* buf, int size) { return static_cast<int>(read(fd, buf, size)); };
+}
+
 // Through a proxy, the tunnel (CONNECT) goes to the URL's host, not to the TLS server name,
 // which need not resolve anywhere (client-go dials the server's address the same way). This
 // proxy records the request and refuses it.
 TEST(Fetch, TunnelsToTheUrlsHostWhenGivenATlsServerName) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  LoopbackListener listener;
   std::string request;
   std::thread proxy([&] {
-    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
-    if (poll(&p, 1, 5000) != 1) return;
-    int c = accept(fd, nullptr, nullptr);
-    char buf[4096];
-    while (request.find("\r\n\r\n") == std::string::npos) {
-      ssize_t n = read(c, buf, sizeof(buf));
-      if (n <= 0) break;
-      request.append(buf, n);
-    }
+    int c = listener.Accept();
+    if (c < 0) return;
+    ReadHead(FromSocket(c), &request);
     const std::string refusal = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n";
     EXPECT_EQ(write(c, refusal.data(), refusal.size()), static_cast<ssize_t>(refusal.size()));
     close(c);
   });
   HttpRequest req;
   req.url = "https://127.0.0.1:6443/api";
-  req.proxy = absl::StrCat("http://127.0.0.1:", ntohs(a.sin_port));
+  req.proxy = absl::StrCat("http://127.0.0.1:", listener.port());
   req.tls.server_name = "kubernetes.default.svc";
   req.timeout_ms = 5000;
   EXPECT_FALSE(Fetch(req).ok());
   proxy.join();
-  close(fd);
   EXPECT_THAT(request, ::testing::StartsWith("CONNECT 127.0.0.1:6443 HTTP/1.1\r\n"));
 }
 
@@ -122,19 +156,11 @@ bool ReadExactly(int fd, size_t n, std::string* out) {
 // authentication) records the CONNECT request and then answers the tunnelled HTTP request
 // itself.
 TEST(Fetch, GivesASocks5ProxyTheServersNameToResolve) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  LoopbackListener listener;
   std::string greeting, connect, http;
   std::thread proxy([&] {
-    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
-    if (poll(&p, 1, 5000) != 1) return;
-    int c = accept(fd, nullptr, nullptr);
+    int c = listener.Accept();
+    if (c < 0) return;
     auto send = [&](const std::string& bytes) {
       EXPECT_EQ(write(c, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
     };
@@ -153,12 +179,7 @@ TEST(Fetch, GivesASocks5ProxyTheServersNameToResolve) {
       const size_t address = type == 3 ? static_cast<unsigned char>(length[0]) : 4;
       if (ReadExactly(c, address + 2, &connect)) {
         send(std::string("\x05\x00\x00\x01\x7f\x00\x00\x01\x19\x2b", 10));
-        char buf[4096];
-        while (http.find("\r\n\r\n") == std::string::npos) {
-          ssize_t n = read(c, buf, sizeof(buf));
-          if (n <= 0) break;
-          http.append(buf, n);
-        }
+        ReadHead(FromSocket(c), &http);
         send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
       }
     }
@@ -166,11 +187,10 @@ TEST(Fetch, GivesASocks5ProxyTheServersNameToResolve) {
   });
   HttpRequest req;
   req.url = "http://kube.invalid:6443/api";
-  req.proxy = absl::StrCat("socks5://127.0.0.1:", ntohs(a.sin_port));
+  req.proxy = absl::StrCat("socks5://127.0.0.1:", listener.port());
   req.timeout_ms = 5000;
   absl::StatusOr<HttpResponse> r = Fetch(req);
   proxy.join();
-  close(fd);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body, "{}");
@@ -194,35 +214,19 @@ class TlsConnectProxy {
     EXPECT_EQ(SSL_CTX_use_certificate_chain_file(ctx_.get(), pki.server_cert().c_str()), 1);
     EXPECT_EQ(SSL_CTX_use_PrivateKey_file(ctx_.get(), pki.server_key().c_str(), SSL_FILETYPE_PEM),
               1);
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    EXPECT_EQ(listen(fd_, 4), 0);
-    EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len), 0);
-    port_ = ntohs(a.sin_port);
   }
-  ~TlsConnectProxy() { close(fd_); }
 
-  std::string url() const { return absl::StrCat("https://127.0.0.1:", port_); }
+  std::string url() const { return absl::StrCat("https://127.0.0.1:", listener_.port()); }
 
   // The request head of the next connection; "" when its handshake fails.
   std::string Serve() {
-    pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
-    if (poll(&p, 1, 5000) != 1) return "";
-    int c = accept(fd_, nullptr, nullptr);
+    int c = listener_.Accept();
+    if (c < 0) return "";
     std::unique_ptr<SSL, void (*)(SSL*)> ssl(SSL_new(ctx_.get()), SSL_free);
     SSL_set_fd(ssl.get(), c);
     std::string request;
     if (SSL_accept(ssl.get()) == 1) {
-      char buf[4096];
-      while (request.find("\r\n\r\n") == std::string::npos) {
-        int n = SSL_read(ssl.get(), buf, sizeof(buf));
-        if (n <= 0) break;
-        request.append(buf, n);
-      }
+      ReadHead([&](char* buf, int size) { return SSL_read(ssl.get(), buf, size); }, &request);
       const std::string refusal = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n";
       SSL_write(ssl.get(), refusal.data(), static_cast<int>(refusal.size()));
       SSL_shutdown(ssl.get());
@@ -233,8 +237,7 @@ class TlsConnectProxy {
 
  private:
   std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> ctx_;
-  int fd_ = -1;
-  int port_ = 0;
+  LoopbackListener listener_;
 };
 
 // An https:// proxy is verified as client-go verifies it: with the cluster's TLS settings (the
