@@ -126,6 +126,8 @@ assert "NVIDIA_VISIBLE_DEVICES" in side and "CUDA_MPS_PIPE_DIRECTORY" not in sid
 assert not [o for o in ops if o["path"].startswith("/spec/containers/1/volumeMounts")], ops
 assert any("container metrics-proxy runs as image:nginx:1.27" in w for w in r["warnings"]), r
 PY
+check "with --mps-directory: the pod whose sidecar is left outside MPS is named on stderr" \
+  grep -q 'tessera admission-webhook: pod inference/chat-small-7d9f8b6c5-\*: metrics-proxy (image:nginx:1.27) runs as another user than the main container and is left outside MPS' "$WORK/stderr"
 kill -TERM "$PID"
 wait "$PID"
 PID=""

@@ -9,6 +9,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "adapters/k8s/decoders.h"
@@ -219,6 +220,24 @@ absl::Status AddMpsMounts(const json& c, const ContainerAt& where,
   return absl::OkStatus();
 }
 
+// The log line for a pod whose containers `outside` were left outside MPS: the pod by its
+// namespace and name (generateName and "*" before the API server names it).
+std::string OutsideMpsLine(const json& request, const json& pod,
+                           const std::vector<std::string>& outside) {
+  auto text = [](const json* j) {
+    return j != nullptr && j->is_string() ? j->get<std::string>() : "";
+  };
+  const json* meta = Find(pod, "metadata");
+  std::string name = meta != nullptr ? text(Find(*meta, "name")) : "";
+  if (name.empty() && meta != nullptr) name = absl::StrCat(text(Find(*meta, "generateName")), "*");
+  std::string ns = text(Find(request, "namespace"));
+  if (ns.empty() && meta != nullptr) ns = text(Find(*meta, "namespace"));
+  return absl::StrCat(
+      "pod ", ns.empty() ? "" : absl::StrCat(ns, "/"), name, ": ", absl::StrJoin(outside, ", "),
+      outside.size() == 1 ? " runs" : " run", " as another user than the main container and ",
+      outside.size() == 1 ? "is" : "are", " left outside MPS: CUDA there is not held to the share");
+}
+
 }  // namespace
 
 absl::Status CheckMpsDirectory(absl::string_view dir) {
@@ -328,6 +347,7 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
         TESSERA_ASSIGN_OR_RETURN(std::string own, ContainerUserOf(pod, where.list, i, "pod"));
         if (own != user) {
           client = false;
+          m.outside_mps.push_back(absl::StrCat(NameOf(c, i), " (", own, ")"));
           m.warnings.push_back(absl::StrCat(
               where.kind, " ", NameOf(c, i), " runs as ", own, ", not as the main container ",
               NameOf((*containers)[main], main), " (", user,
@@ -381,6 +401,8 @@ void AdmissionMetrics::CountReview(ReviewOutcome outcome) {
 
 void AdmissionMetrics::CountMalformed() { ++malformed_; }
 
+void AdmissionMetrics::CountOutsideMps(int64_t containers) { outside_mps_ += containers; }
+
 void AdmissionMetrics::ShowTls(std::shared_ptr<const TlsFiles> files) {
   MutexLock lock(&mu_);
   tls_ = std::move(files);
@@ -401,6 +423,15 @@ std::string AdmissionMetrics::Text() const {
     absl::StrAppend(&out, "tessera_webhook_reviews_total{outcome=\"", outcome, "\"} ", n->load(),
                     "\n");
   }
+  absl::StrAppend(
+      &out,
+      "# HELP tessera_webhook_mps_outside_containers_total Containers of sharing pods left "
+      "outside MPS because they run as another user than the pod's main container (an MPS "
+      "daemon serves one user at a time): CUDA in them is not held to the share. The log names "
+      "each pod.\n"
+      "# TYPE tessera_webhook_mps_outside_containers_total counter\n"
+      "tessera_webhook_mps_outside_containers_total ",
+      outside_mps_.load(), "\n");
   std::shared_ptr<const TlsFiles> tls;
   {
     MutexLock lock(&mu_);
@@ -459,6 +490,12 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body, const Admiss
         response["patch"] = absl::Base64Escape(m->patch.dump());
       }
       if (!m->warnings.empty()) response["warnings"] = m->warnings;
+      if (!m->outside_mps.empty()) {
+        if (options.metrics != nullptr) {
+          options.metrics->CountOutsideMps(static_cast<int64_t>(m->outside_mps.size()));
+        }
+        if (options.log) options.log(OutsideMpsLine(*request, *object, m->outside_mps));
+      }
     }
   }
   if (outcome != nullptr) *outcome = result;

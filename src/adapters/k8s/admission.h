@@ -67,6 +67,8 @@ class AdmissionMetrics {
  public:
   void CountReview(ReviewOutcome outcome);
   void CountMalformed();  // a body that is not an AdmissionReview request (HTTP 400)
+  // Containers of a patched pod left outside MPS (PodMutation::outside_mps).
+  void CountOutsideMps(int64_t containers);
   // The TLS files whose expiry and reloads Text() shows (ServeAdmissionWebhook sets them).
   void ShowTls(std::shared_ptr<const TlsFiles> files);
   // Where ServeAdmissionWebhook counts its TLS handshakes (TlsHandshakes::Watch).
@@ -75,7 +77,7 @@ class AdmissionMetrics {
   std::string Text() const;
 
  private:
-  std::atomic<int64_t> patched_{0}, unchanged_{0}, refused_{0}, malformed_{0};
+  std::atomic<int64_t> patched_{0}, unchanged_{0}, refused_{0}, malformed_{0}, outside_mps_{0};
   TlsHandshakes handshakes_;
   mutable Mutex mu_;
   std::shared_ptr<const TlsFiles> tls_ ABSL_GUARDED_BY(mu_);
@@ -95,6 +97,9 @@ const std::vector<std::pair<std::string, std::string>>& ShareEnv();
 struct PodMutation {
   nlohmann::json patch = nlohmann::json::array();  // RFC 6902 operations; empty: nothing to do
   std::vector<std::string> warnings;               // shown to the client (kubectl) as warnings
+  // With an MPS directory: the containers (and init containers) of another user than the main
+  // container, left outside MPS, each as "NAME (USER)".
+  std::vector<std::string> outside_mps;
 };
 
 // What the webhook does to `pod` (the object as the API server sends it at CREATE: it may have
@@ -104,8 +109,11 @@ absl::StatusOr<PodMutation> MutatePod(const nlohmann::json& pod, const Admission
 
 // Answers one AdmissionReview request body with its AdmissionReview response. Pods refused by
 // MutatePod are answered allowed: false with the reason; anything but a pod's CREATE is allowed
-// unchanged. InvalidArgument (HTTP 400) when the body is not an admission.k8s.io/v1
-// AdmissionReview request. `outcome`, when given, is set for each review answered.
+// unchanged. Containers left outside MPS are counted in options.metrics and named in a line to
+// options.log with their pod (its warnings reach only the client that created the pod, most
+// often a ReplicaSet controller). InvalidArgument (HTTP 400) when the body is not an
+// admission.k8s.io/v1 AdmissionReview request. `outcome`, when given, is set for each review
+// answered.
 absl::StatusOr<std::string> ReviewAdmission(absl::string_view body, const AdmissionOptions& options,
                                             ReviewOutcome* outcome = nullptr);
 

@@ -385,11 +385,27 @@ TEST(Admission, WithAnMpsDirectoryContainersOfAnotherUserAreNotMadeClients) {
       ::testing::ElementsAre("LISTEN", "NVIDIA_VISIBLE_DEVICES", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
                              "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "TESSERA_GPU_MEMORY_FRACTION"));
   EXPECT_FALSE(sidecar.contains("volumeMounts"));
+  // Counted and named in the log with its pod, since a ReplicaSet's pods' warnings reach only
+  // the controller.
+  AdmissionMetrics metrics;
+  std::vector<std::string> lines;
+  AdmissionOptions observed = mps;
+  observed.metrics = &metrics;
+  observed.log = [&](const std::string& line) { lines.push_back(line); };
+  Respond(review, observed);
+  EXPECT_THAT(metrics.Text(), HasSubstr("\ntessera_webhook_mps_outside_containers_total 1\n"));
+  EXPECT_THAT(lines, ::testing::ElementsAre(
+                         "pod inference/chat-small-7d9f8b6c5-*: metrics-proxy (image:nginx:1.27) "
+                         "runs as another user than the main container and is left outside MPS: "
+                         "CUDA there is not held to the share"));
+  Respond(ReviewAsOneUser(), observed);
+  EXPECT_EQ(lines.size(), 1u);
   // Reinvocation changes nothing (and says the same).
   absl::StatusOr<PodMutation> again = MutatePod(pod, mps);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->patch, json::array());
   EXPECT_EQ(again->warnings.size(), 1u);
+  EXPECT_THAT(again->outside_mps, ::testing::ElementsAre("metrics-proxy (image:nginx:1.27)"));
   // Not a client, so its own /dev/shm is in nobody's way.
   json shm = Review();
   json& shm_spec = shm["request"]["object"]["spec"];
