@@ -770,6 +770,7 @@ std::vector<OnlineCluster::MixedUserGpu> OnlineCluster::MixedUserGpus() const {
     }
   }
   std::vector<MixedUserGpu> out;
+  out.reserve(mixed.size());
   for (auto& [key, m] : mixed) out.push_back(std::move(m));
   return out;
 }
