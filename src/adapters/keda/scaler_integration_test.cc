@@ -2,8 +2,9 @@
 // exporter (in this process) whose queue-depth series the test controls; a gRPC client speaks
 // KEDA's external-scaler protocol to the scaler, through scale-up, scale-down, scale-to-zero and
 // back; then Prometheus is stopped (the scaler must hold: IsActive true, GetMetrics
-// UNAVAILABLE) and restarted (it must recover). And a scaler started with three hours of an
-// hourly job already in Prometheus (written as TSDB blocks by Debian's promtool) rebuilds its
+// UNAVAILABLE) and restarted (it must recover). A service whose requests finish between scrapes
+// is kept from zero by its completions counter's rate(). And a scaler started with three hours of
+// an hourly job already in Prometheus (written as TSDB blocks by Debian's promtool) rebuilds its
 // history from range queries and starts the job's replicas ahead of it.
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
@@ -11,12 +12,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <functional>
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "adapters/keda/scaler.h"
@@ -40,9 +44,10 @@ class Exporter {
       res.set_content(
           absl::StrFormat("vllm:num_requests_waiting{model_name=\"chat\"} %d\n"
                           "vllm:num_requests_running{model_name=\"chat\"} %d\n"
+                          "vllm:request_success_total{model_name=\"chat\"} %d\n"
                           "kube_deployment_status_replicas_available{namespace=\"default\","
                           "deployment=\"chat\"} %d\n",
-                          waiting_, running_, ready_),
+                          waiting_, running_, completed_, ready_),
           "text/plain; version=0.0.4");
     });
     // The scaler's own metrics, scraped by the same Prometheus (a second job).
@@ -64,6 +69,11 @@ class Exporter {
     running_ = running;
     ready_ = ready;
   }
+  // Requests that ran between two scrapes: counted, never seen by the gauges.
+  void Complete(int requests) {
+    std::lock_guard<std::mutex> l(mu_);
+    completed_ += requests;
+  }
   void ServeScalerMetrics(const Scaler* scaler) {
     std::lock_guard<std::mutex> l(mu_);
     scaler_ = scaler;
@@ -76,7 +86,7 @@ class Exporter {
   std::thread thread_;
   int port_ = 0;
   std::mutex mu_;
-  int waiting_ = 0, running_ = 0, ready_ = 1;
+  int waiting_ = 0, running_ = 0, ready_ = 1, completed_ = 0;
 };
 
 // Debian's prometheus binary, scraping the exporter every 500 ms.
@@ -287,6 +297,88 @@ services:
   prom.Start();
   ASSERT_TRUE(Eventually([&] { return prom.Ready(); }, 30)) << prom.log();
   ASSERT_TRUE(Eventually([&] { return keda.Replicas() == 1; }, 15)) << scaler.View("chat")->reason;
+
+  absl::Status stopped = served.Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped;
+  prom.Stop();
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// A lightly used service whose requests are over before a scrape sees them (the waiting and
+// running gauges read 0) is not idle while its completions counter rises: the throughput query's
+// rate(), through a real Prometheus, keeps it from zero past the idle timeout; once the requests
+// stop, it goes to zero after the rate's window and the timeout.
+TEST(ScalerIntegration, CompletedRequestsKeepAServiceWhoseGaugesReadZeroFromZero) {
+  char tmpl[] = "/tmp/tessera-scaler-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  Exporter exporter;
+  exporter.Set(0, 0, 1);
+  std::atomic<bool> requests{true}, done{false};
+  std::thread traffic([&] {
+    while (!done) {
+      if (requests) exporter.Complete(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  });
+  struct Join {
+    std::atomic<bool>& done;
+    std::thread& t;
+    ~Join() {
+      done = true;
+      t.join();
+    }
+  } join{done, traffic};
+  Prometheus prom(dir, exporter.port());
+  prom.Start();
+  ASSERT_TRUE(Eventually([&] { return prom.Ready(); }, 30)) << prom.log();
+  absl::StatusOr<ScalerConfig> config = DecodeScalerConfig(
+      "scaler.yaml", absl::StrCat(R"(apiVersion: tessera.io/v1alpha1
+kind: ScalerConfig
+prometheus: {url: "http://127.0.0.1:)",
+                                  prom.port(), R"(", timeout: 1s, pollInterval: 250ms}
+services:
+  - name: chat
+    server: vllm
+    model: chat
+    deployment: chat
+    throughputQuery: 'sum(rate(vllm:request_success_total{model_name="chat"}[4s]))'
+    minReplicas: 0
+    idleTimeout: 5s
+    scaleDownWindow: 2s
+    coldStart: 1s
+    staleAfter: 3s
+)"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  PromSource source(config->prometheus);
+  RealClock clock;
+  Scaler scaler(*config, source, clock);
+  testing::ServedScaler served(scaler);
+  ASSERT_GT(served.port(), 0);
+  KedaClient keda(served.port());
+  // The throughput signal, as the scaler shows it (absent while the rate has no two samples).
+  auto throughput = [&] {
+    const std::string text = scaler.MetricsText();
+    const std::string key = "tessera_scaler_signal{service=\"chat\",signal=\"throughput\"} ";
+    size_t at = text.find(key);
+    double v = 0;
+    if (at == std::string::npos) return 0.0;
+    at += key.size();
+    return absl::SimpleAtod(text.substr(at, text.find('\n', at) - at), &v) ? v : 0.0;
+  };
+  ASSERT_TRUE(Eventually([&] { return throughput() > 0; }, 15)) << scaler.MetricsText();
+  // Twice the idle timeout with nothing waiting or running at any scrape: still one replica.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int lowest = 1;
+  while (std::chrono::steady_clock::now() < until) {
+    lowest = std::min(lowest, keda.Replicas());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(lowest, 1) << scaler.View("chat")->reason;
+  EXPECT_TRUE(keda.Active());
+  // The requests stop: zero once the rate has fallen to 0 and the idle timeout has passed.
+  requests = false;
+  EXPECT_TRUE(Eventually([&] { return keda.Replicas() == 0; }, 15)) << scaler.View("chat")->reason;
+  EXPECT_FALSE(keda.Active());
 
   absl::Status stopped = served.Stop();
   EXPECT_TRUE(stopped.ok()) << stopped;
