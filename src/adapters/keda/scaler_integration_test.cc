@@ -42,12 +42,17 @@ class Exporter {
     server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       std::lock_guard<std::mutex> l(mu_);
       res.set_content(
-          absl::StrFormat("vllm:num_requests_waiting{model_name=\"chat\"} %d\n"
-                          "vllm:num_requests_running{model_name=\"chat\"} %d\n"
-                          "vllm:request_success_total{model_name=\"chat\"} %d\n"
-                          "kube_deployment_status_replicas_available{namespace=\"default\","
-                          "deployment=\"chat\"} %d\n",
-                          waiting_, running_, completed_, ready_),
+          absl::StrCat(
+              absl::StrFormat("vllm:num_requests_waiting{model_name=\"chat\"} %d\n"
+                              "vllm:num_requests_running{model_name=\"chat\"} %d\n"
+                              "kube_deployment_status_replicas_available{namespace=\"default\","
+                              "deployment=\"chat\"} %d\n",
+                              waiting_, running_, ready_),
+              // Only once a request has completed: before, a service without the counter.
+              completed_ == 0
+                  ? ""
+                  : absl::StrFormat("vllm:request_success_total{model_name=\"chat\"} %d\n",
+                                    completed_)),
           "text/plain; version=0.0.4");
     });
     // The scaler's own metrics, scraped by the same Prometheus (a second job).
