@@ -306,8 +306,12 @@ absl::StatusOr<size_t> MainContainerOf(const json& pod, const std::string& path)
   return main;
 }
 
-absl::StatusOr<std::string> ContainerUserOf(const json& pod, absl::string_view list, size_t i,
-                                            const std::string& path) {
+namespace {
+
+// The user container `i` of spec.`list` runs as inside its pod (ContainerUserOf without the
+// user namespace).
+absl::StatusOr<std::string> UserInsideThePod(const json& pod, absl::string_view list, size_t i,
+                                             const std::string& path) {
   TESSERA_ASSIGN_OR_RETURN(auto spec_containers, SpecAndContainers(pod, path));
   const json* spec = spec_containers.first;
   const json* containers = Member(*spec, list);
@@ -333,6 +337,29 @@ absl::StatusOr<std::string> ContainerUserOf(const json& pod, absl::string_view l
   }
   TESSERA_ASSIGN_OR_RETURN(std::string image, StringAt(c, "image", at, false));
   return absl::StrCat("image:", image);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ContainerUserOf(const json& pod, absl::string_view list, size_t i,
+                                            const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(std::string user, UserInsideThePod(pod, list, i, path));
+  // A pod in a user namespace of its own (hostUsers: false) runs as host user IDs that no other
+  // pod has: its user is the pod itself, and the user inside it.
+  const json* spec = Member(pod, "spec");
+  const json* host_users = Member(*spec, "hostUsers");
+  if (host_users == nullptr || host_users->is_null()) return user;
+  if (!host_users->is_boolean()) {
+    return Bad(path + ".spec.hostUsers",
+               absl::StrCat("expected true or false, found ", host_users->dump()));
+  }
+  if (host_users->get<bool>()) return user;
+  const json* meta = Member(pod, "metadata");
+  const json* uid = meta == nullptr ? nullptr : Member(*meta, "uid");
+  const std::string own = uid != nullptr && uid->is_string() && !uid->get<std::string>().empty()
+                              ? uid->get<std::string>()
+                              : "new";  // at admission, before the API server gives it a UID
+  return absl::StrCat("userns:", own, ":", user);
 }
 
 absl::StatusOr<std::string> MpsUserOf(const json& pod, const std::string& path) {

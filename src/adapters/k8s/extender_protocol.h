@@ -87,13 +87,16 @@ absl::StatusOr<placement::gpushare::GpuRequest> DecodeGpuRequest(const nlohmann:
 // main container's securityContext, else of the pod's; the main container is the one the
 // kubectl.kubernetes.io/default-container annotation names, else the first. Without either, the
 // image's own USER, which the API does not show: "image:" and the image, so that only pods of one
-// image count as one user. E.g. "1000", "image:vllm/vllm-openai:v0.6.3". Errors name the field.
+// image count as one user; in a user namespace of the pod's own, the pod (ContainerUserOf). E.g.
+// "1000", "image:vllm/vllm-openai:v0.6.3", "userns:<uid>:0". Errors name the field.
 absl::StatusOr<std::string> MpsUserOf(const nlohmann::json& pod, const std::string& path = "pod");
 // The index in spec.containers of the pod's main container (as MpsUserOf takes it).
 absl::StatusOr<size_t> MainContainerOf(const nlohmann::json& pod, const std::string& path = "pod");
 // The user container `i` of the pod's spec.`list` ("containers" or "initContainers") runs as, in
-// MpsUserOf's terms: its runAsUser, else the pod's, else "image:" and its image. MpsUserOf is
-// this for the main container.
+// MpsUserOf's terms: its runAsUser, else the pod's, else "image:" and its image; in a pod with
+// spec.hostUsers false (a user namespace of its own, whose IDs map to host IDs no other pod has)
+// "userns:", the pod's UID ("new" before it has one), ":" and that. MpsUserOf is this for the
+// main container.
 absl::StatusOr<std::string> ContainerUserOf(const nlohmann::json& pod, absl::string_view list,
                                             size_t i, const std::string& path = "pod");
 

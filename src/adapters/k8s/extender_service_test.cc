@@ -923,6 +923,24 @@ TEST(ExtenderProtocol, MpsUserComesFromTheMainContainersSecurityContext) {
   EXPECT_EQ(marked->request.user, "image:vllm/vllm-openai:v0.6.3");
   ASSERT_TRUE(marked->assignment.has_value());
   EXPECT_EQ(marked->assignment->user, "image:vllm/vllm-openai:v0.6.3");
+  // In a user namespace of its own (hostUsers: false) the pod runs as host user IDs no other pod
+  // has, whatever its runAsUser: the user is the pod's own, so two such pods never share a GPU
+  // under MPS, nor does one with a pod of the same runAsUser outside a user namespace.
+  json userns = share;
+  userns["spec"]["securityContext"]["runAsUser"] = 0;
+  userns["spec"]["hostUsers"] = false;
+  absl::StatusOr<PodInfo> own = DecodePod(userns);
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->request.user, "userns:1f2e3d4c-5b6a-4789-8a7b-6c5d4e3f2a10:0");
+  userns["metadata"]["uid"] = "0c1d2e3f-4a5b-4c6d-8e7f-901a2b3c4d5e";
+  EXPECT_EQ(DecodePod(userns)->request.user, "userns:0c1d2e3f-4a5b-4c6d-8e7f-901a2b3c4d5e:0");
+  userns["metadata"].erase("uid");  // at admission
+  EXPECT_EQ(*MpsUserOf(userns), "userns:new:0");
+  userns["spec"]["hostUsers"] = true;
+  EXPECT_EQ(*MpsUserOf(userns), "0");
+  userns["spec"]["hostUsers"] = "no";
+  EXPECT_EQ(MpsUserOf(userns).status().message(),
+            "pod.spec.hostUsers: expected true or false, found \"no\"");
   // Whole GPUs share with no one.
   share["metadata"]["annotations"]["tessera.io/gpu-compute"] = "1";
   share["metadata"]["annotations"][kGpuAssignmentAnnotation] =
