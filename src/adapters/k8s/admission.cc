@@ -425,10 +425,11 @@ std::string AdmissionMetrics::Text() const {
   }
   absl::StrAppend(
       &out,
-      "# HELP tessera_webhook_mps_outside_containers_total Containers of sharing pods left "
-      "outside MPS because they run as another user than the pod's main container (an MPS "
-      "daemon serves one user at a time): CUDA in them is not held to the share. The log names "
-      "each pod.\n"
+      "# HELP tessera_webhook_mps_outside_containers_total Containers of pods given one GPU "
+      "through its MPS daemon that are left outside MPS because they run as another user than "
+      "the pod's main container (an MPS daemon serves one user at a time): CUDA in them is not "
+      "held to the share. The log names each pod; a review the API server calls again for the "
+      "same pod counts again.\n"
       "# TYPE tessera_webhook_mps_outside_containers_total counter\n"
       "tessera_webhook_mps_outside_containers_total ",
       outside_mps_.load(), "\n");
