@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/types/span.h"
 #include "adapters/k8s/decoders.h"
 #include "adapters/k8s/extender_protocol.h"
 #include "adapters/net/httplib_serve.h"
@@ -175,12 +176,10 @@ struct ContainerAt {
   const char* kind;  // for messages: "container" or "init container"
   size_t i;
 
-  // The field path of the list, for messages: pod.spec.containers.
-  std::string List() const { return absl::StrCat("pod.spec.", list); }
   // The field path of its member `member` ("": of the container), for messages:
   // pod.spec.containers[1].env.
   std::string Field(absl::string_view member) const {
-    return absl::StrCat(List(), "[", i, "]", member.empty() ? "" : ".", member);
+    return absl::StrCat("pod.spec.", list, "[", i, "]", member.empty() ? "" : ".", member);
   }
   // The JSON Pointer of its member `member`, for the patch: /spec/containers/1/env.
   std::string Pointer(absl::string_view member) const {
@@ -236,6 +235,36 @@ std::string OutsideMpsLine(const json& request, const json& pod,
       "pod ", ns.empty() ? "" : absl::StrCat(ns, "/"), name, ": ", absl::StrJoin(outside, ", "),
       outside.size() == 1 ? " runs" : " run", " as another user than the main container and ",
       outside.size() == 1 ? "is" : "are", " left outside MPS: CUDA there is not held to the share");
+}
+
+// Adds to `m`'s patch the variables of `wanted` that container `c` (at `where`) does not set.
+// One it sets from elsewhere is left as it is, with a warning; one already read from where the
+// webhook reads it (a reinvocation) is left silently.
+absl::Status AddEnv(const json& c, const ContainerAt& where, absl::Span<const json> wanted,
+                    PodMutation* m) {
+  TESSERA_ASSIGN_OR_RETURN(const json* env, OptionalArray(c, "env", where.Field("env")));
+  std::vector<json> added;
+  for (const json& w : wanted) {
+    const json& var = w["name"];
+    bool present = false;
+    bool ours = false;
+    for (size_t k = 0; env != nullptr && k < env->size(); ++k) {
+      const json* name = Find((*env)[k], "name");
+      if (name == nullptr || *name != var) continue;
+      present = true;
+      ours = ours || SameSource((*env)[k], w);
+    }
+    if (!present) {
+      added.push_back(w);
+    } else if (!ours) {
+      m->warnings.push_back(absl::StrCat(where.kind, " ", NameOf(c, where.i), " sets ",
+                                         var.get<std::string>(),
+                                         " itself; left as it is, so it may not use the share "
+                                         "Tessera assigns"));
+    }
+  }
+  AddAll(env, where.Pointer("env"), std::move(added), &m->patch);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -324,32 +353,27 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
   // The app containers, then the init containers (sidecars with restartPolicy Always among
   // them): a CUDA image says NVIDIA_VISIBLE_DEVICES=all, so a container left without the
   // share's env would see every GPU of the node, and none of them held to the share.
-  for (const ContainerAt list : {ContainerAt{"containers", "container", 0},
-                                 ContainerAt{"initContainers", "init container", 0}}) {
-    const json* all = containers;
-    if (list.list != std::string_view("containers")) {
-      TESSERA_ASSIGN_OR_RETURN(all, OptionalArray(*spec, list.list, list.List()));
-      if (all == nullptr) continue;
-    }
-    for (size_t i = 0; i < all->size(); ++i) {
-      const ContainerAt where{list.list, list.kind, i};
+  for (const auto& [list, kind] :
+       {std::pair{"containers", "container"}, std::pair{"initContainers", "init container"}}) {
+    TESSERA_ASSIGN_OR_RETURN(const json* all,
+                             OptionalArray(*spec, list, absl::StrCat("pod.spec.", list)));
+    for (size_t i = 0; all != nullptr && i < all->size(); ++i) {
+      const ContainerAt where{list, kind, i};
       const json& c = (*all)[i];
       if (!c.is_object()) return Bad(where.Field(""), "expected an object");
-      TESSERA_ASSIGN_OR_RETURN(const json* env, OptionalArray(c, "env", where.Field("env")));
       // MPS runs one server per user ID at a time: a client of another user waits until every
       // client of the running one has exited, so a container of another user than the main one
       // (a sidecar such as istio-proxy, 1337) would hang at its first CUDA call for as long as
       // the main container runs. It gets the share's env but not the daemon's pipes: CUDA there
       // runs outside MPS, on the same GPU, not held to the share.
       bool client = !mps.empty();
-      const bool is_main = where.list == std::string_view("containers") && i == main;
-      if (client && through_daemon && !is_main) {
-        TESSERA_ASSIGN_OR_RETURN(std::string own, ContainerUserOf(pod, where.list, i, "pod"));
+      if (client && through_daemon && !(all == containers && i == main)) {
+        TESSERA_ASSIGN_OR_RETURN(std::string own, ContainerUserOf(pod, list, i, "pod"));
         if (own != user) {
           client = false;
           m.outside_mps.push_back(absl::StrCat(NameOf(c, i), " (", own, ")"));
           m.warnings.push_back(absl::StrCat(
-              where.kind, " ", NameOf(c, i), " runs as ", own, ", not as the main container ",
+              kind, " ", NameOf(c, i), " runs as ", own, ", not as the main container ",
               NameOf((*containers)[main], main), " (", user,
               "): it is not given the MPS daemon's pipes, since MPS serves one user per GPU and "
               "its CUDA calls would wait for the other user's to end; CUDA in it runs outside "
@@ -357,28 +381,9 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
               "client"));
         }
       }
-      std::vector<json> added;
-      for (const json& w : wanted) {
-        if (!client && !mps.empty() && w["name"] == "CUDA_MPS_PIPE_DIRECTORY") continue;
-        const json& var = w["name"];
-        bool present = false;
-        bool ours = false;  // already taking its value from where the webhook would (reinvocation)
-        for (size_t k = 0; env != nullptr && k < env->size(); ++k) {
-          const json* name = Find((*env)[k], "name");
-          if (name == nullptr || *name != var) continue;
-          present = true;
-          ours = ours || SameSource((*env)[k], w);
-        }
-        if (!present) {
-          added.push_back(w);
-        } else if (!ours) {
-          m.warnings.push_back(absl::StrCat(where.kind, " ", NameOf(c, i), " sets ",
-                                            var.get<std::string>(),
-                                            " itself; left as it is, so it may not use the "
-                                            "share Tessera assigns"));
-        }
-      }
-      AddAll(env, where.Pointer("env"), std::move(added), &m.patch);
+      // A client gets every variable; another container the share's alone (WantedEnv's first).
+      const size_t vars = client || mps.empty() ? wanted.size() : ShareEnv().size();
+      TESSERA_RETURN_IF_ERROR(AddEnv(c, where, absl::MakeConstSpan(wanted).first(vars), &m));
       if (client) TESSERA_RETURN_IF_ERROR(AddMpsMounts(c, where, mps, &m.patch));
     }
   }

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -201,19 +202,44 @@ class KedaClient {
   std::unique_ptr<externalscaler::ExternalScaler::Stub> stub_;
 };
 
+// A fresh directory under /tmp for Prometheus' config, data and log, removed with what is in
+// it on destruction (failed assertions included).
+class ScratchDir {
+ public:
+  ScratchDir() {
+    char tmpl[] = "/tmp/tessera-scaler-XXXXXX";
+    const char* made = mkdtemp(tmpl);
+    EXPECT_NE(made, nullptr);
+    path_ = made != nullptr ? made : "";
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A ScalerConfig reading `prom` (`timing`: its timeout and pollInterval) for `services` (the
+// YAML list under `services:`).
+absl::StatusOr<ScalerConfig> ConfigFor(const Prometheus& prom, absl::string_view timing,
+                                       absl::string_view services) {
+  return DecodeScalerConfig("scaler.yaml",
+                            absl::StrCat("apiVersion: tessera.io/v1alpha1\nkind: ScalerConfig\n"
+                                         "prometheus: {url: \"http://127.0.0.1:",
+                                         prom.port(), "\", ", timing, "}\nservices:\n", services));
+}
+
 TEST(ScalerIntegration, RealPrometheusThroughScaleUpDownZeroOutageAndRecovery) {
-  char tmpl[] = "/tmp/tessera-scaler-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
+  ScratchDir dir;
   Exporter exporter;
-  Prometheus prom(dir, exporter.port());
+  Prometheus prom(dir.path(), exporter.port());
   prom.Start();
   ASSERT_TRUE(Eventually([&] { return prom.Ready(); }, 30)) << prom.log();
 
-  std::string config_text = absl::StrCat(R"(apiVersion: tessera.io/v1alpha1
-kind: ScalerConfig
-prometheus: {url: "http://127.0.0.1:)",
-                                         prom.port(), R"(", timeout: 1s, pollInterval: 250ms}
-services:
+  absl::StatusOr<ScalerConfig> config = ConfigFor(prom, "timeout: 1s, pollInterval: 250ms", R"(
   - name: chat
     server: vllm
     model: chat
@@ -227,7 +253,6 @@ services:
     trendWindow: 1s
     staleAfter: 3s
 )");
-  absl::StatusOr<ScalerConfig> config = DecodeScalerConfig("scaler.yaml", config_text);
   ASSERT_TRUE(config.ok()) << config.status();
   // The defaults for server: vllm and deployment: chat.
   EXPECT_EQ(config->services[0].queue_query, "sum(vllm:num_requests_waiting{model_name=\"chat\"})");
@@ -306,7 +331,6 @@ services:
   absl::Status stopped = served.Stop();
   EXPECT_TRUE(stopped.ok()) << stopped;
   prom.Stop();
-  std::system(("rm -rf " + dir).c_str());
 }
 
 // A lightly used service whose requests are over before a scrape sees them (the waiting and
@@ -314,8 +338,7 @@ services:
 // rate(), through a real Prometheus, keeps it from zero past the idle timeout; once the requests
 // stop, it goes to zero after the rate's window and the timeout.
 TEST(ScalerIntegration, CompletedRequestsKeepAServiceWhoseGaugesReadZeroFromZero) {
-  char tmpl[] = "/tmp/tessera-scaler-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
+  ScratchDir dir;
   Exporter exporter;
   exporter.Set(0, 0, 1);
   std::atomic<bool> requests{true}, done{false};
@@ -333,15 +356,10 @@ TEST(ScalerIntegration, CompletedRequestsKeepAServiceWhoseGaugesReadZeroFromZero
       t.join();
     }
   } join{done, traffic};
-  Prometheus prom(dir, exporter.port());
+  Prometheus prom(dir.path(), exporter.port());
   prom.Start();
   ASSERT_TRUE(Eventually([&] { return prom.Ready(); }, 30)) << prom.log();
-  absl::StatusOr<ScalerConfig> config = DecodeScalerConfig(
-      "scaler.yaml", absl::StrCat(R"(apiVersion: tessera.io/v1alpha1
-kind: ScalerConfig
-prometheus: {url: "http://127.0.0.1:)",
-                                  prom.port(), R"(", timeout: 1s, pollInterval: 250ms}
-services:
+  absl::StatusOr<ScalerConfig> config = ConfigFor(prom, "timeout: 1s, pollInterval: 250ms", R"(
   - name: chat
     server: vllm
     model: chat
@@ -352,7 +370,7 @@ services:
     scaleDownWindow: 2s
     coldStart: 1s
     staleAfter: 3s
-)"));
+)");
   ASSERT_TRUE(config.ok()) << config.status();
   PromSource source(config->prometheus);
   RealClock clock;
@@ -388,12 +406,11 @@ services:
   absl::Status stopped = served.Stop();
   EXPECT_TRUE(stopped.ok()) << stopped;
   prom.Stop();
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(ScalerIntegration, RebuildsTheRecurringLoadFromPrometheusRangeQueriesOnStart) {
-  char tmpl[] = "/tmp/tessera-scaler-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
+  ScratchDir scratch;
+  const std::string& dir = scratch.path();
   // The scaler "starts" at `now`, 20 s into a minute (a simulated clock, so that where the job
   // falls does not hang on how long Prometheus takes to start): in each of the three hours
   // before, a job ran from two minutes past this minute for ten minutes (200 requests on 10
@@ -430,12 +447,7 @@ TEST(ScalerIntegration, RebuildsTheRecurringLoadFromPrometheusRangeQueriesOnStar
   prom.Start();
   ASSERT_TRUE(Eventually([&] { return prom.Ready(); }, 30)) << prom.log();
 
-  absl::StatusOr<ScalerConfig> config = DecodeScalerConfig(
-      "scaler.yaml", absl::StrCat(R"(apiVersion: tessera.io/v1alpha1
-kind: ScalerConfig
-prometheus: {url: "http://127.0.0.1:)",
-                                  prom.port(), R"(", timeout: 2s, pollInterval: 1s}
-services:
+  absl::StatusOr<ScalerConfig> config = ConfigFor(prom, "timeout: 2s, pollInterval: 1s", R"(
   - name: job
     server: vllm
     model: job
@@ -444,7 +456,7 @@ services:
     utilizationQuery: ""
     seasonalPeriods: [1h]
     coldStart: 60s
-)"));
+)");
   ASSERT_TRUE(config.ok()) << config.status();
   PromSource source(config->prometheus);
   SimulatedClock clock(now);
@@ -493,7 +505,6 @@ services:
   EXPECT_THAT(scaler.MetricsText(),
               ::testing::HasSubstr("tessera_scaler_load_history_minutes{service=\"job\"} 183\n"));
   prom.Stop();
-  std::system(("rm -rf " + dir).c_str());
 }
 
 }  // namespace

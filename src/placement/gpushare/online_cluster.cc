@@ -191,19 +191,14 @@ std::string OnlineCluster::Unfit(const GpuRequest& req, int node, const std::str
   // Enough GPUs with room so far; under MPS, they must also be shared by no other user's pod.
   // (Filter asks this of every node: no allocation, and a GPU's users are looked at only where
   // it has room.)
-  auto on = req.user.empty() ? users_on_.end() : users_on_.find(nodes_[node].name);
-  if (on == users_on_.end()) {
+  const std::vector<GpuUsers>* users = req.user.empty() ? nullptr : UsersOn(node);
+  if (users == nullptr) {
     return "";
   }
   const std::vector<int64_t>& free = room.has_value() ? *room : state_.node(node).gpu_free;
   int open = 0;
   for (size_t g = 0; g < free.size(); ++g) {
-    if (free[g] < *share) continue;
-    bool other = false;
-    if (g < on->second.size()) {
-      for (const auto& entry : on->second[g]) other = other || entry.first != req.user;
-    }
-    open += other ? 0 : 1;
+    open += free[g] >= *share && !SharedByAnother(*users, g, req.user) ? 1 : 0;
   }
   if (open >= req.num_gpu) {
     return "";
@@ -214,16 +209,28 @@ std::string OnlineCluster::Unfit(const GpuRequest& req, int node, const std::str
                       "user (", others, "), and MPS serves one user's pods per GPU at a time");
 }
 
+const std::vector<OnlineCluster::GpuUsers>* OnlineCluster::UsersOn(int node) const {
+  auto on = users_on_.find(nodes_[node].name);
+  return on == users_on_.end() ? nullptr : &on->second;
+}
+
+bool OnlineCluster::SharedByAnother(const std::vector<GpuUsers>& users, size_t g,
+                                    const std::string& user) {
+  if (g >= users.size()) return false;
+  return std::any_of(users[g].begin(), users[g].end(),
+                     [&](const auto& entry) { return entry.first != user; });
+}
+
 std::vector<int> OnlineCluster::OtherUsers(int node, const std::string& user,
                                            std::string* others) const {
   std::vector<int> out(state_.node(node).gpu_free.size(), 0);
-  auto on = users_on_.find(nodes_[node].name);
-  if (user.empty() || on == users_on_.end()) {
+  const std::vector<GpuUsers>* users = UsersOn(node);
+  if (user.empty() || users == nullptr) {
     return out;
   }
   std::vector<std::string> names;
-  for (size_t g = 0; g < on->second.size() && g < out.size(); ++g) {
-    for (const auto& [u, pods] : on->second[g]) {
+  for (size_t g = 0; g < users->size() && g < out.size(); ++g) {
+    for (const auto& [u, pods] : (*users)[g]) {
       if (u == user) continue;
       out[g] += pods;
       if (others != nullptr && std::find(names.begin(), names.end(), u) == names.end()) {
@@ -311,15 +318,16 @@ std::vector<int64_t> OnlineCluster::Room(int node, const std::vector<int64_t>& f
   for (size_t g = 0; g < ending.size(); ++g) future.gpu_free[g] += ending[g];
   // Under MPS, the user each GPU is kept for by the waiting pods placed so far.
   std::vector<const std::string*> kept_for(free.size(), nullptr);
+  const std::vector<GpuUsers>* users = UsersOn(node);
   for (const Waiting& w : waiting) {
     std::vector<int> gpus;
     if (w.user->empty()) {
       gpus = BestFitGpus(future, w.spec);
     } else {
-      const std::vector<int> other = OtherUsers(node, *w.user, nullptr);
       NodeState open = future;
       for (size_t g = 0; g < open.gpu_free.size(); ++g) {
-        if (other[g] > 0 || (kept_for[g] != nullptr && *kept_for[g] != *w.user)) {
+        if ((users != nullptr && SharedByAnother(*users, g, *w.user)) ||
+            (kept_for[g] != nullptr && *kept_for[g] != *w.user)) {
           open.gpu_free[g] = 0;
         }
       }

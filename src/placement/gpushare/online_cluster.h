@@ -319,6 +319,11 @@ class OnlineCluster {
   using GpuUsers = std::vector<std::pair<std::string, int>>;
   absl::flat_hash_map<std::string, std::vector<GpuUsers>> users_on_;
   void CountUser(const Assignment& a, int delta);
+  // users_on_'s entry for `node`; nullptr when no held pod there has a user.
+  const std::vector<GpuUsers>* UsersOn(int node) const;
+  // Whether a held pod of a user other than `user` shares GPU `g` (of a node's `users`).
+  static bool SharedByAnother(const std::vector<GpuUsers>& users, size_t g,
+                              const std::string& user);
   uint64_t generation_ = 0;
 };
 
