@@ -128,6 +128,25 @@ assert any("container metrics-proxy runs as image:nginx:1.27" in w for w in r["w
 PY
 check "with --mps-directory: the pod whose sidecar is left outside MPS is named on stderr" \
   grep -q 'tessera admission-webhook: pod inference/chat-small-7d9f8b6c5-\*: metrics-proxy (image:nginx:1.27) runs as another user than the main container and is left outside MPS' "$WORK/stderr"
+# kubectl debug on a running sharing pod: the ephemeral container it adds gets the share's env
+# (its CUDA image would see every GPU of the node), the rest of the pod is left alone.
+out=$(post "$ROOT/tests/data/extender/admission-review-ephemeral.json")
+echo "${out#* }" >"$WORK/response.json"
+check "with --mps-directory: an ephemeral container added by kubectl debug gets the share" \
+  python3 - "$WORK/response.json" <<'PY'
+import base64, json, sys
+r = json.load(open(sys.argv[1]))["response"]
+assert r["uid"] == "9b3e5a71-2c4d-4e6f-8a0b-1c2d3e4f5a6b" and r["allowed"] is True, r
+ops = json.loads(base64.b64decode(r["patch"]))
+assert [o["path"] for o in ops] == ["/spec/ephemeralContainers/1/env"], ops
+names = [e["name"] for e in ops[0]["value"]]
+assert names == ["NVIDIA_VISIBLE_DEVICES", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+                 "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "TESSERA_GPU_MEMORY_FRACTION"], names
+assert any("ephemeral container debugger-7xk2q runs as image:nvidia/cuda" in w
+           for w in r["warnings"]), r
+PY
+check "with --mps-directory: and the pod it was added to is named on stderr" \
+  grep -q 'pod inference/chat-small-7d9f8b6c5-x2x9w: debugger-7xk2q (image:nvidia/cuda:12.4.1-base-ubuntu22.04) runs as another user' "$WORK/stderr"
 kill -TERM "$PID"
 wait "$PID"
 PID=""

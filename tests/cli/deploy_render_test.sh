@@ -100,6 +100,8 @@ check "shared-gpu-example: the GPU comes from the bind annotation" \
 
 W="$WORK/admission-webhook.yaml"
 check "webhook: a MutatingWebhookConfiguration for pod CREATE" grep -q 'kind: MutatingWebhookConfiguration' "$W"
+check "webhook: and the ephemeral containers kubectl debug adds to them" \
+  bash -c "grep -B3 -- '- pods/ephemeralcontainers' '$W' | grep -q -- '- UPDATE'"
 check "webhook: only pods that ask for a share are sent" grep -q "'tessera.io/gpu-memory' in object.metadata.annotations" "$W"
 check "webhook: refuses sharing pods while it cannot answer" grep -q 'failurePolicy: Fail' "$W"
 check "webhook: review v1, no side effects" bash -c "grep -q 'sideEffects: None' '$W' && grep -q -- '- v1' '$W'"

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "adapters/k8s/admission.h"
 #include "adapters/k8s/exec_credentials.h"
@@ -48,10 +49,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!absl::Base64Unescape(response["patch"].get<std::string>(), &decoded)) __builtin_trap();
       nlohmann::json patch = nlohmann::json::parse(decoded, nullptr, false);
       if (patch.is_discarded()) __builtin_trap();
+      nlohmann::json request;
       try {
-        (void)nlohmann::json::parse(text)["request"]["object"].patch(patch);
+        request = nlohmann::json::parse(text)["request"];
+        (void)request["object"].patch(patch);
       } catch (const nlohmann::json::exception&) {
         __builtin_trap();
+      }
+      // An update of the ephemeralcontainers subresource may change nothing but the ephemeral
+      // containers (the API server refuses it otherwise).
+      if (request.value("subResource", nlohmann::json()) == "ephemeralcontainers") {
+        for (const nlohmann::json& op : patch) {
+          if (!absl::StartsWith(op["path"].get<std::string>(), "/spec/ephemeralContainers/")) {
+            __builtin_trap();
+          }
+        }
       }
     }
   }

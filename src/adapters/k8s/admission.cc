@@ -5,6 +5,8 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -172,8 +174,8 @@ absl::Status AddMpsVolumes(const json& spec, const std::vector<MpsVolume>& mps, 
 
 // Where a container is in the pod: which list, and its index there.
 struct ContainerAt {
-  const char* list;  // "containers" or "initContainers"
-  const char* kind;  // for messages: "container" or "init container"
+  const char* list;  // "containers", "initContainers" or "ephemeralContainers"
+  const char* kind;  // for messages: "container", "init container" or "ephemeral container"
   size_t i;
 
   // The field path of its member `member` ("": of the container), for messages:
@@ -294,17 +296,126 @@ const std::vector<std::pair<std::string, std::string>>& ShareEnv() {
   return *env;
 }
 
-absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& options) {
-  PodMutation m;
-  if (!AsksForAShare(pod)) return m;  // nor is anything else wrong with it the webhook's to say
-  TESSERA_ASSIGN_OR_RETURN(placement::gpushare::GpuRequest req, DecodeGpuRequest(pod, "pod"));
-  if (req.num_gpu == 0) return m;
-  const json* spec = Find(pod, "spec");
-  if (spec == nullptr || !spec->is_object()) return Bad("pod.spec", "expected an object");
-  const json* containers = Find(*spec, "containers");
-  if (containers == nullptr || !containers->is_array()) {
+namespace {
+
+// What every container of a sharing pod is given, and against whom its user is compared.
+struct PodShare {
+  std::vector<json> wanted;    // WantedEnv
+  std::vector<MpsVolume> mps;  // empty: no MPS directory
+  // Whether the pod has (or is given) the MPS volumes its containers' mounts name. An ephemeral
+  // container cannot add volumes: in a pod created without them it stays outside MPS.
+  bool mps_volumes = false;
+  // One GPU, shared or whole, is reached through its daemon; several GPUs are not (no daemon's
+  // pipes are named DIR/pipes/gpu-2,3).
+  bool through_daemon = false;
+  // With MPS, the main container and its user: containers of other users are not made clients
+  // of the daemon.
+  const json* containers = nullptr;  // spec.containers
+  size_t main = 0;
+  std::string user;
+};
+
+// The share of `pod` (which asks for `req`), with its spec's containers `containers`.
+absl::StatusOr<PodShare> ShareOf(const json& pod, const placement::gpushare::GpuRequest& req,
+                                 const json* containers, const AdmissionOptions& options) {
+  PodShare s;
+  s.wanted = WantedEnv(options);
+  s.containers = containers;
+  s.through_daemon = req.num_gpu == 1;
+  if (options.mps_directory.empty()) return s;
+  s.mps = MpsVolumes(options.mps_directory);
+  if (s.through_daemon) {
+    TESSERA_ASSIGN_OR_RETURN(s.main, MainContainerOf(pod, "pod"));
+    TESSERA_ASSIGN_OR_RETURN(s.user, ContainerUserOf(pod, "containers", s.main, "pod"));
+  }
+  return s;
+}
+
+// Gives container `c` (at `where`) of `pod` its share: the env, and with MPS, when it runs as the
+// main container's user and the pod has the volumes, the daemon's pipes and shared memory.
+absl::Status ShareWith(const json& pod, const PodShare& s, const json& c, const ContainerAt& where,
+                       PodMutation* m) {
+  if (!c.is_object()) return Bad(where.Field(""), "expected an object");
+  const std::string name = NameOf(c, where.i);
+  // MPS runs one server per user ID at a time: a client of another user waits until every
+  // client of the running one has exited, so a container of another user than the main one
+  // (a sidecar such as istio-proxy, 1337) would hang at its first CUDA call for as long as
+  // the main container runs. It gets the share's env but not the daemon's pipes: CUDA there
+  // runs outside MPS, on the same GPU, not held to the share.
+  bool client = !s.mps.empty();
+  const bool main = absl::string_view(where.list) == "containers" && where.i == s.main;
+  if (client && s.through_daemon && !main) {
+    TESSERA_ASSIGN_OR_RETURN(std::string own, ContainerUserOf(pod, where.list, where.i, "pod"));
+    if (own != s.user) {
+      client = false;
+      m->outside_mps.push_back(absl::StrCat(name, " (", own, ")"));
+      m->warnings.push_back(absl::StrCat(
+          where.kind, " ", name, " runs as ", own, ", not as the main container ",
+          NameOf((*s.containers)[s.main], s.main), " (", s.user,
+          "): it is not given the MPS daemon's pipes, since MPS serves one user per GPU and "
+          "its CUDA calls would wait for the other user's to end; CUDA in it runs outside "
+          "MPS, not held to the share. Give it the same runAsUser to make it an MPS "
+          "client"));
+    }
+  }
+  if (client && !s.mps_volumes) {
+    client = false;
+    m->warnings.push_back(absl::StrCat(
+        where.kind, " ", name, " is not given the MPS daemon's pipes: the pod has no volumes ",
+        kMpsVolume, " and ", kMpsShmVolume,
+        " (it was created before the webhook ran with an MPS directory), and an ephemeral "
+        "container cannot add volumes; CUDA in it runs outside MPS, not held to the share"));
+  }
+  // A client gets every variable; another container the share's alone (WantedEnv's first).
+  const size_t vars = client || s.mps.empty() ? s.wanted.size() : ShareEnv().size();
+  TESSERA_RETURN_IF_ERROR(AddEnv(c, where, absl::MakeConstSpan(s.wanted).first(vars), m));
+  if (client) TESSERA_RETURN_IF_ERROR(AddMpsMounts(c, where, s.mps, &m->patch));
+  return absl::OkStatus();
+}
+
+// The request of a pod that asks for a share of GPUs (none: it asks for none), and its spec's
+// containers.
+struct SharingPod {
+  placement::gpushare::GpuRequest req;
+  const json* spec = nullptr;
+  const json* containers = nullptr;
+};
+
+absl::StatusOr<std::optional<SharingPod>> SharingPodOf(const json& pod) {
+  if (!AsksForAShare(pod)) return std::nullopt;  // nor is anything else wrong with it ours to say
+  SharingPod p;
+  TESSERA_ASSIGN_OR_RETURN(p.req, DecodeGpuRequest(pod, "pod"));
+  if (p.req.num_gpu == 0) return std::nullopt;
+  p.spec = Find(pod, "spec");
+  if (p.spec == nullptr || !p.spec->is_object()) return Bad("pod.spec", "expected an object");
+  p.containers = Find(*p.spec, "containers");
+  if (p.containers == nullptr || !p.containers->is_array()) {
     return Bad("pod.spec.containers", "expected an array");
   }
+  return p;
+}
+
+// The names of the pod's ephemeral containers.
+absl::StatusOr<std::vector<json>> EphemeralNames(const json& pod, const std::string& path) {
+  std::vector<json> names;
+  const json* spec = Find(pod, "spec");
+  if (spec == nullptr) return names;
+  TESSERA_ASSIGN_OR_RETURN(const json* all, OptionalArray(*spec, "ephemeralContainers",
+                                                          path + ".spec.ephemeralContainers"));
+  for (size_t i = 0; all != nullptr && i < all->size(); ++i) {
+    const json* name = Find((*all)[i], "name");
+    if (name != nullptr) names.push_back(*name);
+  }
+  return names;
+}
+
+}  // namespace
+
+absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& options) {
+  PodMutation m;
+  TESSERA_ASSIGN_OR_RETURN(std::optional<SharingPod> sharing, SharingPodOf(pod));
+  if (!sharing) return m;
+  const json* spec = sharing->spec;
 
   if (!options.scheduler_name.empty()) {
     const json* named = Find(*spec, "schedulerName");
@@ -321,32 +432,21 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
     }
   }
 
-  const std::vector<json> wanted = WantedEnv(options);
-  std::vector<MpsVolume> mps;
-  // With MPS, the main container's user and where it is: containers of other users are not
-  // made clients of the daemon (below).
-  std::string user;
-  size_t main = 0;
-  // One GPU, shared or whole, is reached through its daemon; several GPUs are not (no daemon's
-  // pipes are named DIR/pipes/gpu-2,3).
-  const bool through_daemon = req.num_gpu == 1;
-  if (!options.mps_directory.empty()) {
-    mps = MpsVolumes(options.mps_directory);
-    TESSERA_RETURN_IF_ERROR(AddMpsVolumes(*spec, mps, &m.patch));
-    if (through_daemon) {
-      TESSERA_ASSIGN_OR_RETURN(main, MainContainerOf(pod, "pod"));
-      TESSERA_ASSIGN_OR_RETURN(user, ContainerUserOf(pod, "containers", main, "pod"));
-    }
+  TESSERA_ASSIGN_OR_RETURN(PodShare share,
+                           ShareOf(pod, sharing->req, sharing->containers, options));
+  if (!share.mps.empty()) {
+    TESSERA_RETURN_IF_ERROR(AddMpsVolumes(*spec, share.mps, &m.patch));
+    share.mps_volumes = true;
     // A pod sharing a GPU is an MPS client: the extender keeps its GPU to pods of its user.
-    if (!req.whole()) {
+    if (!sharing->req.whole()) {
       const json& annotations = pod["metadata"]["annotations"];  // AsksForAShare: an object
       const json* present = Find(annotations, kMpsUserAnnotation);
-      if (present == nullptr || *present != user) {
+      if (present == nullptr || *present != share.user) {
         m.patch.push_back({{"op", present == nullptr ? "add" : "replace"},
                            {"path", absl::StrCat("/metadata/annotations/",
                                                  absl::StrReplaceAll(kMpsUserAnnotation,
                                                                      {{"~", "~0"}, {"/", "~1"}}))},
-                           {"value", user}});
+                           {"value", share.user}});
       }
     }
   }
@@ -358,34 +458,42 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
     TESSERA_ASSIGN_OR_RETURN(const json* all,
                              OptionalArray(*spec, list, absl::StrCat("pod.spec.", list)));
     for (size_t i = 0; all != nullptr && i < all->size(); ++i) {
-      const ContainerAt where{list, kind, i};
-      const json& c = (*all)[i];
-      if (!c.is_object()) return Bad(where.Field(""), "expected an object");
-      // MPS runs one server per user ID at a time: a client of another user waits until every
-      // client of the running one has exited, so a container of another user than the main one
-      // (a sidecar such as istio-proxy, 1337) would hang at its first CUDA call for as long as
-      // the main container runs. It gets the share's env but not the daemon's pipes: CUDA there
-      // runs outside MPS, on the same GPU, not held to the share.
-      bool client = !mps.empty();
-      if (client && through_daemon && !(all == containers && i == main)) {
-        TESSERA_ASSIGN_OR_RETURN(std::string own, ContainerUserOf(pod, list, i, "pod"));
-        if (own != user) {
-          client = false;
-          m.outside_mps.push_back(absl::StrCat(NameOf(c, i), " (", own, ")"));
-          m.warnings.push_back(absl::StrCat(
-              kind, " ", NameOf(c, i), " runs as ", own, ", not as the main container ",
-              NameOf((*containers)[main], main), " (", user,
-              "): it is not given the MPS daemon's pipes, since MPS serves one user per GPU and "
-              "its CUDA calls would wait for the other user's to end; CUDA in it runs outside "
-              "MPS, not held to the share. Give it the same runAsUser to make it an MPS "
-              "client"));
-        }
-      }
-      // A client gets every variable; another container the share's alone (WantedEnv's first).
-      const size_t vars = client || mps.empty() ? wanted.size() : ShareEnv().size();
-      TESSERA_RETURN_IF_ERROR(AddEnv(c, where, absl::MakeConstSpan(wanted).first(vars), &m));
-      if (client) TESSERA_RETURN_IF_ERROR(AddMpsMounts(c, where, mps, &m.patch));
+      TESSERA_RETURN_IF_ERROR(ShareWith(pod, share, (*all)[i], {list, kind, i}, &m));
     }
+  }
+  return m;
+}
+
+absl::StatusOr<PodMutation> MutateEphemeralContainers(const json& pod, const json& old_pod,
+                                                      const AdmissionOptions& options) {
+  PodMutation m;
+  TESSERA_ASSIGN_OR_RETURN(std::optional<SharingPod> sharing, SharingPodOf(pod));
+  if (!sharing) return m;
+  TESSERA_ASSIGN_OR_RETURN(PodShare share,
+                           ShareOf(pod, sharing->req, sharing->containers, options));
+  if (!share.mps.empty()) {
+    // The volumes the webhook gave the pod at its creation, exactly: a pod cannot be given
+    // volumes once it exists.
+    TESSERA_ASSIGN_OR_RETURN(const json* volumes,
+                             OptionalArray(*sharing->spec, "volumes", "pod.spec.volumes"));
+    share.mps_volumes = volumes != nullptr;
+    for (const MpsVolume& v : share.mps) {
+      share.mps_volumes = share.mps_volumes &&
+                          std::find(volumes->begin(), volumes->end(), v.volume) != volumes->end();
+    }
+  }
+  TESSERA_ASSIGN_OR_RETURN(const json* all, OptionalArray(*sharing->spec, "ephemeralContainers",
+                                                          "pod.spec.ephemeralContainers"));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<json> before, EphemeralNames(old_pod, "oldObject"));
+  for (size_t i = 0; all != nullptr && i < all->size(); ++i) {
+    // Those the pod had are not the webhook's to change (the API server refuses any change to
+    // them); each was given its share when it was added.
+    const json* name = Find((*all)[i], "name");
+    if (name != nullptr && std::find(before.begin(), before.end(), *name) != before.end()) {
+      continue;
+    }
+    TESSERA_RETURN_IF_ERROR(
+        ShareWith(pod, share, (*all)[i], {"ephemeralContainers", "ephemeral container", i}, &m));
   }
   return m;
 }
@@ -472,16 +580,27 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body, const Admiss
   json response = {{"uid", (*request)["uid"]}, {"allowed", true}};
   ReviewOutcome result = ReviewOutcome::kUnchanged;
   const json kind = request->value("kind", json::object());
-  const bool pod_create = kind.is_object() && kind.value("group", json("")) == "" &&
-                          kind.value("kind", json()) == "Pod" &&
-                          request->value("operation", json()) == "CREATE" &&
-                          request->value("subResource", json("")) == "";
-  if (pod_create) {
+  const bool pod = kind.is_object() && kind.value("group", json("")) == "" &&
+                   kind.value("kind", json()) == "Pod";
+  const json operation = request->value("operation", json());
+  const json sub_resource = request->value("subResource", json(""));
+  // A pod's CREATE, or the UPDATE of its ephemeralcontainers subresource (kubectl debug), whose
+  // object is the whole pod since Kubernetes 1.22.
+  const bool pod_create = pod && operation == "CREATE" && sub_resource == "";
+  const bool ephemeral = pod && operation == "UPDATE" && sub_resource == "ephemeralcontainers";
+  if (pod_create || ephemeral) {
     const json* object = Find(*request, "object");
     if (object == nullptr || !object->is_object()) {
       return Bad("AdmissionReview.request.object", "required object missing");
     }
-    absl::StatusOr<PodMutation> m = MutatePod(*object, options);
+    const json* old_object = Find(*request, "oldObject");
+    if (ephemeral && (old_object == nullptr || !old_object->is_object())) {
+      return Bad("AdmissionReview.request.oldObject",
+                 "required object missing (the pod before its ephemeral containers' update)");
+    }
+    absl::StatusOr<PodMutation> m = ephemeral
+                                        ? MutateEphemeralContainers(*object, *old_object, options)
+                                        : MutatePod(*object, options);
     if (!m.ok()) {
       result = ReviewOutcome::kRefused;
       response["allowed"] = false;

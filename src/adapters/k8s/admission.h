@@ -57,8 +57,8 @@ struct AdmissionOptions {
 };
 
 // What a review came to: the pod patched, let through unchanged (anything but a sharing pod's
-// CREATE, or one already patched), or refused (wrong share annotations; with an MPS directory,
-// a mount or volume in the daemons' way).
+// CREATE or the addition of ephemeral containers to one, or one already patched), or refused (wrong
+// share annotations; with an MPS directory, a mount or volume in the daemons' way).
 enum class ReviewOutcome { kPatched, kUnchanged, kRefused };
 
 // What a webhook has answered and the certificate it serves, in Prometheus' text format, for
@@ -107,8 +107,20 @@ struct PodMutation {
 // field and what was expected, as the extender would report them at filter.
 absl::StatusOr<PodMutation> MutatePod(const nlohmann::json& pod, const AdmissionOptions& options);
 
-// Answers one AdmissionReview request body with its AdmissionReview response. Pods refused by
-// MutatePod are answered allowed: false with the reason; anything but a pod's CREATE is allowed
+// What the webhook does to the ephemeral containers (kubectl debug) that an UPDATE of the
+// ephemeralcontainers subresource adds to a running `pod` (those `old_pod`, the pod before the
+// update, does not have; the API server refuses any change to the others): the same as to the
+// containers of MutatePod, since a debugging image built on CUDA says NVIDIA_VISIBLE_DEVICES=all
+// and would see every GPU of the node. With an MPS directory it is made a client only if it runs
+// as the main container's user and the pod has the MPS volumes (a pod created without them cannot
+// be given volumes afterwards). Nothing else of the pod is changed.
+absl::StatusOr<PodMutation> MutateEphemeralContainers(const nlohmann::json& pod,
+                                                      const nlohmann::json& old_pod,
+                                                      const AdmissionOptions& options);
+
+// Answers one AdmissionReview request body with its AdmissionReview response: a pod's CREATE
+// (MutatePod) and the UPDATE of its ephemeralcontainers subresource (MutateEphemeralContainers).
+// Pods refused by either are answered allowed: false with the reason; anything else is allowed
 // unchanged. Containers left outside MPS are counted in options.metrics and named in a line to
 // options.log with their pod (its warnings reach only the client that created the pod, most
 // often a ReplicaSet controller). InvalidArgument (HTTP 400) when the body is not an

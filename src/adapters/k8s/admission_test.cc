@@ -497,6 +497,112 @@ TEST(Admission, InitContainersGetTheShareToo) {
               HasSubstr("pod.spec.initContainers: expected an array"));
 }
 
+// The review the API server sends when `kubectl debug --image=nvidia/cuda:... --target=vllm`
+// adds an ephemeral container to a running sharing pod (created through the webhook with MPS):
+// an UPDATE of the pod's ephemeralcontainers subresource, the whole pod before and after.
+json EphemeralReview() {
+  absl::StatusOr<std::string> text = ReadFile(
+      std::string(TESSERA_SOURCE_DIR) + "/tests/data/extender/admission-review-ephemeral.json");
+  EXPECT_TRUE(text.ok()) << text.status();
+  return json::parse(*text);
+}
+
+// Sets `path`'s value in the review's pod before and after the update alike.
+void SetInBoth(json& review, const json::json_pointer& path, const json& value) {
+  review["request"]["object"][path] = value;
+  review["request"]["oldObject"][path] = value;
+}
+
+// A debugging container added to a running sharing pod gets the share's env too (a CUDA image
+// would otherwise see every GPU of the node), and under MPS the containers' rule; the ones the
+// pod had, and the rest of the pod, are left alone.
+TEST(Admission, EphemeralContainersGetTheShareWhenTheyAreAdded) {
+  json review = EphemeralReview();
+  const json& before = review["request"]["object"];
+  json response = Respond(review);
+  EXPECT_EQ(response["allowed"], true);
+  const json patch = PatchOf(response);
+  ASSERT_EQ(patch.size(), 1u);
+  EXPECT_EQ(patch[0]["path"], "/spec/ephemeralContainers/1/env");
+  json pod = before.patch(patch);
+  EXPECT_EQ(pod["spec"]["ephemeralContainers"][1]["env"][0],
+            EnvRef("NVIDIA_VISIBLE_DEVICES", kVisibleDevicesAnnotation));
+  EXPECT_EQ(pod["spec"]["ephemeralContainers"][1]["env"].size(), 4u);
+  EXPECT_FALSE(pod["spec"]["ephemeralContainers"][0].contains("env"));  // the API server's to keep
+  // Reinvocation changes nothing.
+  absl::StatusOr<PodMutation> again =
+      MutateEphemeralContainers(pod, review["request"]["oldObject"], {});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->patch, json::array());
+
+  // Under MPS the debugging image is another user than vllm's: the share's env, no pipes, and the
+  // pod named in the log and counted.
+  AdmissionMetrics metrics;
+  std::vector<std::string> lines;
+  AdmissionOptions mps = WithMps();
+  mps.metrics = &metrics;
+  mps.log = [&](const std::string& line) { lines.push_back(line); };
+  json outside = Respond(review, mps);
+  EXPECT_THAT(outside["warnings"].dump(),
+              HasSubstr("ephemeral container debugger-7xk2q runs as "
+                        "image:nvidia/cuda:12.4.1-base-ubuntu22.04, not as the main container vllm "
+                        "(image:vllm/vllm-openai:latest)"));
+  json outside_pod = before.patch(PatchOf(outside));
+  EXPECT_EQ(outside_pod["spec"]["ephemeralContainers"][1]["env"].size(), 4u);
+  EXPECT_FALSE(outside_pod["spec"]["ephemeralContainers"][1].contains("volumeMounts"));
+  EXPECT_THAT(lines, ::testing::ElementsAre(
+                         "pod inference/chat-small-7d9f8b6c5-x2x9w: debugger-7xk2q "
+                         "(image:nvidia/cuda:12.4.1-base-ubuntu22.04) runs as another user than "
+                         "the main container and is left outside MPS: CUDA there is not held to "
+                         "the share"));
+  EXPECT_THAT(metrics.Text(), HasSubstr("\ntessera_webhook_mps_outside_containers_total 1\n"));
+
+  // Of the pod's user (root for the whole pod): a client, through the volumes the pod has.
+  json same = EphemeralReview();
+  SetInBoth(same, "/spec/securityContext/runAsUser"_json_pointer, 0);
+  json client = Respond(same, WithMps());
+  EXPECT_FALSE(client.contains("warnings"));
+  json client_pod = same["request"]["object"].patch(PatchOf(client));
+  const json& debugger = client_pod["spec"]["ephemeralContainers"][1];
+  EXPECT_EQ(debugger["env"].back(),
+            json({{"name", "CUDA_MPS_PIPE_DIRECTORY"},
+                  {"value", "/run/tessera/mps/pipes/gpu-$(NVIDIA_VISIBLE_DEVICES)"}}));
+  EXPECT_EQ(debugger["volumeMounts"],
+            json::parse(R"([{"name": "tessera-mps", "mountPath": "/run/tessera/mps/pipes"},
+                            {"name": "tessera-mps-shm", "mountPath": "/dev/shm"}])"));
+  EXPECT_EQ(client_pod["spec"]["volumes"], same["request"]["object"]["spec"]["volumes"]);
+  // A pod created before the webhook had an MPS directory has no MPS volumes, and an ephemeral
+  // container cannot add any: it is left outside MPS, and told why.
+  json no_volumes = same;
+  SetInBoth(no_volumes, "/spec/volumes"_json_pointer,
+            json::array({same["request"]["object"]["spec"]["volumes"][0]}));
+  json unmounted = Respond(no_volumes, WithMps());
+  EXPECT_THAT(unmounted["warnings"].dump(),
+              HasSubstr("ephemeral container debugger-7xk2q is not given the MPS daemon's pipes: "
+                        "the pod has no volumes tessera-mps and tessera-mps-shm"));
+  const json unmounted_patch = PatchOf(unmounted);
+  ASSERT_EQ(unmounted_patch.size(), 1u);
+  EXPECT_EQ(unmounted_patch[0]["value"].size(), 4u);
+
+  // Wrong shapes are named by their own path, and a review without the pod before is malformed.
+  json odd = EphemeralReview();
+  odd["request"]["object"]["spec"]["ephemeralContainers"][1]["env"] = "X=1";
+  EXPECT_THAT(Respond(odd)["status"]["message"].get<std::string>(),
+              HasSubstr("pod.spec.ephemeralContainers[1].env: expected an array"));
+  json no_old = EphemeralReview();
+  no_old["request"]["oldObject"] = nullptr;
+  absl::StatusOr<std::string> refused = ReviewAdmission(no_old.dump(), {});
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("AdmissionReview.request.oldObject: required object missing"));
+  // A pod that shares no GPU, and other updates of a sharing pod, are let through unchanged.
+  json unshared = EphemeralReview();
+  SetInBoth(unshared, "/metadata/annotations"_json_pointer, json::object());
+  EXPECT_FALSE(Respond(unshared).contains("patch"));
+  json status = EphemeralReview();
+  status["request"]["subResource"] = "status";
+  EXPECT_FALSE(Respond(status).contains("patch"));
+}
+
 TEST(Admission, MpsDirectoryMustBeAnAbsoluteCleanPath) {
   EXPECT_TRUE(CheckMpsDirectory("/run/tessera/mps").ok());
   EXPECT_TRUE(CheckMpsDirectory("/mps").ok());
