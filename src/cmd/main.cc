@@ -67,6 +67,10 @@ int Main(int argc, char** argv) {
   bench_cmd->add_flag("--explain", bench.explain,
                       "Also print where the unallocated GPUs are once 100% has arrived: the "
                       "failed pods by request, and the free share by where it lies");
+  bench_cmd->add_flag("--bound", bench.bound,
+                      "Also print the most any placement could allocate at each arrival level "
+                      "(a linear programming bound over the arrived pods' GPU shares, per seed; "
+                      "CPU, memory, nodes and GPU models left out)");
   bench_cmd->add_option("--baseline", bench.baseline,
                         "One of the --policy list: also print every other policy against it, "
                         "paired by seed (mean difference at 100% and 130% arrived, its standard "

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "adapters/io/files.h"
 #include "adapters/trace/openb_csv.h"
+#include "base/clock.h"
 #include "nlohmann/json.hpp"
 #include "placement/gpushare/cluster_state.h"
 #include "sim/trace_bench.h"
@@ -304,6 +305,28 @@ int RunTraceBench(const TraceBenchFlags& flags) {
       std::printf(" %7.2f", a / n);
     }
     std::printf(" %11.0f %7.0f %8.2f\n", unalloc / n, failed / n, seconds);
+  }
+  if (flags.bound) {
+    // No policy, online or offline, allocates more than this: the same arrivals per seed.
+    const double start = ProcessCpuSeconds();
+    double bound[std::size(points)] = {};
+    double at100 = 0;
+    for (uint64_t seed : *seeds) {
+      absl::StatusOr<std::map<int, double>> b =
+          sim::BoundTraceBench(*nodes, *pods, seed, flags.inflate,
+                               std::vector<int>(std::begin(points), std::end(points)));
+      if (!b.ok()) return fail(b.status());
+      for (size_t i = 0; i < std::size(points); ++i) bound[i] += b->at(points[i]);
+      at100 += b->at(100);
+    }
+    const double n = static_cast<double>(seeds->size());
+    std::printf("%-10s", "bound");
+    for (double b : bound) std::printf(" %7.2f", b / n);
+    std::printf(" %11.0f %7s %8.2f\n", (1.0 - at100 / n / 100.0) * static_cast<double>(total_gpus),
+                "-", ProcessCpuSeconds() - start);
+    std::printf(
+        "(bound: the most any placement of the arrived pods could allocate, a linear "
+        "programming bound over their GPU shares; unalloc@100: the fewest GPUs it leaves)\n");
   }
   if (!flags.baseline.empty()) {
     const int last_bucket =

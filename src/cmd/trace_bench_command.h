@@ -16,6 +16,9 @@ struct TraceBenchFlags {
   std::string ties = "first";  // "first" (first node in the per-seed order) or "random"
   bool explain = false;        // also print where the unallocated GPUs are at 100% arrived
   std::string baseline;        // non-empty: also print each policy against it, paired by seed
+  // Also print, per arrival level, the most any placement of the arrived pods could allocate
+  // (sim::BoundTraceBench, mean over the seeds).
+  bool bound = false;
 };
 
 // Exit status: 0 success; 1 bad input or I/O error.

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/clock.h"
 #include "base/random.h"
+#include "base/status.h"
+#include "placement/gpushare/allocation_bound.h"
 #include "placement/gpushare/fragmentation.h"
 #include "placement/gpushare/policies.h"
 #include "placement/gpushare/scheduler.h"
@@ -19,6 +21,71 @@ using placement::gpushare::NodeSpec;
 using placement::gpushare::PodSpec;
 
 constexpr double kGpuMilliD = static_cast<double>(placement::gpushare::kGpuMilli);
+
+// The arrivals of a run, as indices into `pods` (sorted by name): the trace shuffled by `rng`,
+// then inflated by uniform resampling until the GPU requests reach `inflate` x `capacity` (milli),
+// or deflated by dropping arrivals at random until they are within it.
+absl::StatusOr<std::vector<int>> ArrivalOrder(const std::vector<PodSpec>& pods, double capacity,
+                                              double inflate, Random& rng) {
+  std::vector<int> order(pods.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    order[i] = static_cast<int>(i);
+  }
+  rng.Shuffle(order);
+  const double goal = inflate * capacity;
+  double requested = 0;
+  for (const PodSpec& p : pods) {
+    requested += static_cast<double>(p.gpu_request());
+  }
+  // Arrivals are counted in GPU capacity: without GPUs, or without GPU pods to draw, inflation
+  // would never reach its goal.
+  if (capacity <= 0 || requested <= 0 || !(inflate > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trace-bench needs GPUs on the nodes (", capacity / 1000, "), pods asking for them (",
+        requested / 1000, " GPUs) and an inflation above 0 (", inflate, ")"));
+  }
+  if (requested <= goal) {
+    while (true) {
+      int i = static_cast<int>(rng.UniformInt(0, static_cast<int64_t>(pods.size()) - 1));
+      if (requested + static_cast<double>(pods[i].gpu_milli) > goal) {
+        break;
+      }
+      order.push_back(i);
+      requested += static_cast<double>(pods[i].gpu_request());
+    }
+  } else {
+    while (requested > goal && !order.empty()) {
+      size_t k = static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(order.size()) - 1));
+      requested -= static_cast<double>(pods[order[k]].gpu_request());
+      order.erase(order.begin() + static_cast<long>(k));
+    }
+  }
+  return order;
+}
+
+// The samples each arrived bucket 0..kMaxBucket averages, by index into `arrived` (the arrived %
+// of capacity at each sample, in order): those whose arrived % rounds to the bucket; for an empty
+// bucket those within +-1 of it, or else (a coarse trace) the last at or below it.
+std::vector<std::vector<size_t>> BucketSamples(const std::vector<double>& arrived) {
+  std::vector<std::vector<size_t>> buckets(kMaxBucket + 1);
+  for (size_t i = 0; i < arrived.size(); ++i) {
+    buckets[std::clamp(RoundHalfEven(arrived[i]), 0, kMaxBucket)].push_back(i);
+  }
+  for (int b = 0; b <= kMaxBucket; ++b) {
+    std::vector<size_t>& use = buckets[b];
+    if (!use.empty()) continue;
+    for (size_t i = 0; i < arrived.size(); ++i) {
+      if (std::fabs(arrived[i] - b) <= 1.0) use.push_back(i);
+    }
+    if (!use.empty()) continue;
+    size_t last = 0;
+    for (size_t i = 0; i < arrived.size(); ++i) {
+      if (arrived[i] <= b) last = i;
+    }
+    use.push_back(last);
+  }
+  return buckets;
+}
 
 }  // namespace
 
@@ -124,40 +191,10 @@ absl::StatusOr<RunResult> RunTraceBench(const std::vector<NodeSpec>& nodes,
   Random rng(seed);
 
   // Order: the name-sorted trace shuffled; then inflation draws from the name-sorted trace.
-  std::vector<int> order(pods.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    order[i] = static_cast<int>(i);
-  }
-  rng.Shuffle(order);
   const double capacity = static_cast<double>(state.total_gpu_milli());
-  const double goal = inflate * capacity;
-  double requested = 0;
-  for (const PodSpec& p : pods) {
-    requested += static_cast<double>(p.gpu_request());
-  }
-  // Arrivals are counted in GPU capacity: without GPUs, or without GPU pods to draw, inflation
-  // would never reach its goal.
-  if (capacity <= 0 || requested <= 0 || !(inflate > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "trace-bench needs GPUs on the nodes (", capacity / 1000, "), pods asking for them (",
-        requested / 1000, " GPUs) and an inflation above 0 (", inflate, ")"));
-  }
-  if (requested <= goal) {
-    while (true) {
-      int i = static_cast<int>(rng.UniformInt(0, static_cast<int64_t>(pods.size()) - 1));
-      if (requested + static_cast<double>(pods[i].gpu_milli) > goal) {
-        break;
-      }
-      order.push_back(i);
-      requested += static_cast<double>(pods[i].gpu_request());
-    }
-  } else {
-    while (requested > goal && !order.empty()) {
-      size_t k = static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(order.size()) - 1));
-      requested -= static_cast<double>(pods[order[k]].gpu_request());
-      order.erase(order.begin() + static_cast<long>(k));
-    }
-  }
+  absl::StatusOr<std::vector<int>> arrivals = ArrivalOrder(pods, capacity, inflate, rng);
+  if (!arrivals.ok()) return arrivals.status();
+  const std::vector<int>& order = *arrivals;
 
   // Pod classes for the score cache: equal requests and allowed models.
   std::map<PodSpec::RequestKey, int> class_ids;
@@ -225,42 +262,71 @@ absl::StatusOr<RunResult> RunTraceBench(const std::vector<NodeSpec>& nodes,
   result.pods = static_cast<int>(order.size());
   if (!accounted) account();  // fewer arrivals than capacity: after the last one
 
-  // Buckets: mean of the samples whose arrived % rounds to the bucket; an empty bucket takes
-  // the samples within +-1 of it, or else the state after the last arrival below it.
-  std::vector<std::vector<const Sample*>> buckets(kMaxBucket + 1);
-  for (const Sample& s : samples) {
-    int b = std::clamp(RoundHalfEven(s.arrived), 0, kMaxBucket);
-    buckets[b].push_back(&s);
-  }
+  // Buckets: mean of the samples whose arrived % rounds to the bucket (BucketSamples).
+  std::vector<double> arrived_pct;
+  arrived_pct.reserve(samples.size());
+  for (const Sample& s : samples) arrived_pct.push_back(s.arrived);
+  const std::vector<std::vector<size_t>> buckets = BucketSamples(arrived_pct);
   for (int b = 0; b <= kMaxBucket; ++b) {
-    std::vector<const Sample*> use = buckets[b];
-    if (use.empty()) {
-      for (const Sample& s : samples) {
-        if (std::fabs(s.arrived - b) <= 1.0) {
-          use.push_back(&s);
-        }
-      }
-    }
-    if (use.empty()) {
-      // A coarse trace: the state after the last arrival at or below the bucket.
-      const Sample* last = &samples.front();
-      for (const Sample& s : samples) {
-        if (s.arrived <= b) {
-          last = &s;
-        }
-      }
-      use.push_back(last);
-    }
     double a = 0, f = 0;
-    for (const Sample* s : use) {
-      a += s->alloc;
-      f += s->frag;
+    for (size_t i : buckets[b]) {
+      a += samples[i].alloc;
+      f += samples[i].frag;
     }
-    result.alloc_pct[b] = a / static_cast<double>(use.size());
-    result.frag_pct[b] = f / static_cast<double>(use.size());
+    result.alloc_pct[b] = a / static_cast<double>(buckets[b].size());
+    result.frag_pct[b] = f / static_cast<double>(buckets[b].size());
   }
   result.runtime_s = ProcessCpuSeconds() - start;
   return result;
+}
+
+absl::StatusOr<std::map<int, double>> BoundTraceBench(const std::vector<NodeSpec>& nodes,
+                                                      std::vector<PodSpec> pods, uint64_t seed,
+                                                      double inflate,
+                                                      const std::vector<int>& buckets) {
+  // The arrivals exactly as RunTraceBench draws them: the same sort, and the same generator
+  // consumed the same way up to the last arrival.
+  std::sort(pods.begin(), pods.end(),
+            [](const PodSpec& a, const PodSpec& b) { return a.name < b.name; });
+  const int64_t milli = ClusterState(nodes).total_gpu_milli();  // as RunTraceBench counts it
+  const int64_t gpus = milli / placement::gpushare::kGpuMilli;
+  const double capacity = static_cast<double>(milli);
+  Random rng(seed);
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int> order, ArrivalOrder(pods, capacity, inflate, rng));
+  std::vector<double> arrived_pct = {0};
+  double arrived = 0;
+  for (int i : order) {
+    arrived += static_cast<double>(pods[i].gpu_request());
+    arrived_pct.push_back(100.0 * arrived / capacity);
+  }
+  const std::vector<std::vector<size_t>> used = BucketSamples(arrived_pct);
+  // A bucket's allocation is the mean over its samples (states after the first `i` arrivals), so
+  // the mean of their bounds bounds it. Each sample's bound is computed once, in order.
+  std::map<size_t, double> bound_at;  // by sample
+  for (int b : buckets) {
+    if (b < 0 || b > kMaxBucket) {
+      return absl::InvalidArgumentError(absl::StrCat("bucket ", b, " is outside 0..", kMaxBucket));
+    }
+    for (size_t i : used[b]) bound_at[i] = 0;
+  }
+  std::map<int64_t, int64_t> shares;                   // of the pods arrived so far
+  std::vector<placement::gpushare::Filling> fillings;  // the last bound's, to start the next
+  size_t next = 0;
+  for (auto& [sample, pct] : bound_at) {
+    for (; next < sample; ++next) {
+      const PodSpec& p = pods[order[next]];
+      if (p.num_gpu > 0) shares[p.gpu_milli] += p.num_gpu;
+    }
+    pct = 100.0 * placement::gpushare::BoundSharedAllocation(shares, gpus, &fillings).gpus /
+          static_cast<double>(gpus);
+  }
+  std::map<int, double> out;
+  for (int b : buckets) {
+    double sum = 0;
+    for (size_t i : used[b]) sum += bound_at[i];
+    out[b] = sum / static_cast<double>(used[b].size());
+  }
+  return out;
 }
 
 }  // namespace tessera::sim

@@ -66,6 +66,17 @@ Unallocated AccountUnallocated(const placement::gpushare::ClusterState& state,
                                const std::set<std::pair<int64_t, int64_t>>& gpu_pod_asks,
                                double arrived_pct);
 
+// The most GPU capacity (%) any placement of the pods arrived could allocate, at each of
+// `buckets` of the run RunTraceBench makes for `seed` (the same arrivals; a bucket's bound is the
+// mean of the bounds of the states it averages): BoundSharedAllocation over the arrived pods' GPU
+// shares, CPU, memory, nodes and GPU models left out. An upper bound on every policy, online or
+// offline; RunTraceBench's errors for arrivals it cannot draw, and an error for a bucket outside
+// 0..kMaxBucket.
+absl::StatusOr<std::map<int, double>> BoundTraceBench(
+    const std::vector<placement::gpushare::NodeSpec>& nodes,
+    std::vector<placement::gpushare::PodSpec> pods, uint64_t seed, double inflate,
+    const std::vector<int>& buckets);
+
 // `policy` against `baseline`, paired by seed: for every seed both ran, the difference of their
 // allocation at arrived bucket `bucket` (percentage points). One policy's spread from seed to
 // seed is as large as the gap between two good ones, or larger, so two means say little;

@@ -1,6 +1,7 @@
 #include "sim/trace_bench.h"
 
 #include <cmath>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -61,6 +62,41 @@ TEST(TraceBench, ProtocolInflatesAndBuckets) {
   absl::StatusOr<RunResult> other = RunTraceBench(Nodes(), Pods(), "fgd", 43, 1.3);
   ASSERT_TRUE(other.ok());
   EXPECT_FALSE(RunTraceBench(Nodes(), Pods(), "nope", 42, 1.3).ok());
+}
+
+// The bound is over the same arrivals as the runs: no policy's bucket exceeds it, and it is no
+// more than what has arrived (nor 100%).
+TEST(TraceBench, NoPolicyAllocatesMoreThanTheBound) {
+  std::vector<PodSpec> pods = Pods();
+  for (int i = 0; i < 12; ++i) {  // 810s, whose slivers few pods fill, as in Alibaba's trace
+    PodSpec p = pods[1];
+    p.name = "pod-9" + std::to_string(i);
+    p.gpu_milli = 810;
+    pods.push_back(p);
+  }
+  const std::vector<int> buckets = {50, 90, 100, 110, 130};
+  for (uint64_t seed : {42, 43}) {
+    absl::StatusOr<std::map<int, double>> bound =
+        BoundTraceBench(Nodes(), pods, seed, 1.3, buckets);
+    ASSERT_TRUE(bound.ok()) << bound.status();
+    for (int b : buckets) {
+      EXPECT_LE(bound->at(b), std::min(100.0, b + 1.0) + 1e-9) << b;  // a coarse trace: +-1
+      for (const char* policy : {"random", "bestfit", "fgd", "tessera"}) {
+        absl::StatusOr<RunResult> r = RunTraceBench(Nodes(), pods, policy, seed, 1.3);
+        ASSERT_TRUE(r.ok()) << r.status();
+        EXPECT_LE(r->alloc_pct[b], bound->at(b) + 1e-9) << policy << " seed " << seed << " @" << b;
+      }
+    }
+    // Half arrived, everything fits: the bound is the arrivals, which are the runs' own (every
+    // pod placed, so allocation equals them).
+    absl::StatusOr<RunResult> half = RunTraceBench(Nodes(), pods, "bestfit", seed, 1.3);
+    ASSERT_TRUE(half.ok());
+    EXPECT_NEAR(bound->at(50), half->alloc_pct[50], 1e-9);
+    // Past what fits, the slivers cost: below 100% at 130% arrived.
+    EXPECT_LT(bound->at(130), 100.0);
+  }
+  EXPECT_FALSE(BoundTraceBench(Nodes(), pods, 42, 1.3, {131}).ok());
+  EXPECT_FALSE(BoundTraceBench({}, pods, 42, 1.3, {100}).ok());
 }
 
 TEST(TraceBench, DeflationRemovesPods) {

@@ -38,6 +38,19 @@ for r in d['runs']:
     assert r['policy'] in ('random', 'bestfit', 'fgd') and r['seed'] in (42, 43, 44)
     assert 0 < r['alloc_pct']['130'] <= 100 and r['failed_pods'] > 0
 " "$WORK/out.json"
+"$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --policy random,bestfit,fgd \
+  --seeds 42-44 --inflate 1.3 --bound >"$WORK/bound.txt" 2>&1
+check "bound exits 0" test $? -eq 0
+# The bound row: at least every policy at every point, at most 100, fewest unallocated GPUs.
+check "bound is above every policy" python3 -c "
+import sys
+rows = {l.split()[0]: l.split()[1:] for l in open(sys.argv[1]) if l.split() and l.split()[0] in ('random', 'bestfit', 'fgd', 'bound')}
+b = [float(x) for x in rows['bound'][:8]]
+assert all(v <= 100 for v in b), b
+for p in ('random', 'bestfit', 'fgd'):
+    assert all(float(x) <= y + 0.005 for x, y in zip(rows[p][:8], b)), (p, rows[p], b)
+    assert float(rows[p][8]) >= float(rows['bound'][8]), (p, rows)
+" "$WORK/bound.txt"
 "$TESSERA" trace-bench --nodes "$WORK/nodes.csv" --pods "$WORK/pods.csv" --policy bestfit,fgd \
   --seeds 42-44 --explain >"$WORK/explain.txt" 2>&1
 check "explain exits 0" test $? -eq 0
