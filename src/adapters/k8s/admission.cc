@@ -344,11 +344,12 @@ absl::Status ShareWith(const json& pod, const PodShare& s, const json& c, const 
   // runs outside MPS, on the same GPU, not held to the share.
   bool client = !s.mps.empty();
   const bool main = absl::string_view(where.list) == "containers" && where.i == s.main;
+  std::string outside;  // "NAME (USER)" when left outside MPS as of another user
   if (client && s.through_daemon && !main) {
     TESSERA_ASSIGN_OR_RETURN(std::string own, ContainerUserOf(pod, where.list, where.i, "pod"));
     if (own != s.user) {
       client = false;
-      m->outside_mps.push_back(absl::StrCat(name, " (", own, ")"));
+      outside = absl::StrCat(name, " (", own, ")");
       m->warnings.push_back(absl::StrCat(
           where.kind, " ", name, " runs as ", own, ", not as the main container ",
           NameOf((*s.containers)[s.main], s.main), " (", s.user,
@@ -368,7 +369,11 @@ absl::Status ShareWith(const json& pod, const PodShare& s, const json& c, const 
   }
   // A client gets every variable; another container the share's alone (WantedEnv's first).
   const size_t vars = client || s.mps.empty() ? s.wanted.size() : ShareEnv().size();
+  const size_t before = m->patch.size();
   TESSERA_RETURN_IF_ERROR(AddEnv(c, where, absl::MakeConstSpan(s.wanted).first(vars), m));
+  // Counted and logged once, by the review that gives it the share: one the API server calls
+  // again (a sidecar injector ran after the webhook) finds its env there and adds nothing.
+  if (!outside.empty() && m->patch.size() > before) m->outside_mps.push_back(std::move(outside));
   if (client) TESSERA_RETURN_IF_ERROR(AddMpsMounts(c, where, s.mps, &m->patch));
   return absl::OkStatus();
 }
@@ -541,8 +546,8 @@ std::string AdmissionMetrics::Text() const {
       "# HELP tessera_webhook_mps_outside_containers_total Containers of pods given one GPU "
       "through its MPS daemon that are left outside MPS because they run as another user than "
       "the pod's main container (an MPS daemon serves one user at a time): CUDA in them is not "
-      "held to the share. The log names each pod; a review the API server calls again for the "
-      "same pod counts again.\n"
+      "held to the share. Counted by the review that gives each its env (not again when the API "
+      "server calls the webhook again for the same pod); the log names each pod.\n"
       "# TYPE tessera_webhook_mps_outside_containers_total counter\n"
       "tessera_webhook_mps_outside_containers_total ",
       outside_mps_.load(), "\n");

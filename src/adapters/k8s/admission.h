@@ -97,8 +97,9 @@ const std::vector<std::pair<std::string, std::string>>& ShareEnv();
 struct PodMutation {
   nlohmann::json patch = nlohmann::json::array();  // RFC 6902 operations; empty: nothing to do
   std::vector<std::string> warnings;               // shown to the client (kubectl) as warnings
-  // With an MPS directory: the containers (and init containers) of another user than the main
-  // container, left outside MPS, each as "NAME (USER)".
+  // With an MPS directory: the containers (init and ephemeral ones too) of another user than the
+  // main container that this review leaves outside MPS and gives their env, each as "NAME
+  // (USER)". A reinvocation, which finds their env there, lists none (it warns again).
   std::vector<std::string> outside_mps;
 };
 

@@ -400,12 +400,27 @@ TEST(Admission, WithAnMpsDirectoryContainersOfAnotherUserAreNotMadeClients) {
                          "CUDA there is not held to the share"));
   Respond(ReviewAsOneUser(), observed);
   EXPECT_EQ(lines.size(), 1u);
-  // Reinvocation changes nothing (and says the same).
+  // Reinvocation changes nothing, warns again, and counts and logs nothing again.
   absl::StatusOr<PodMutation> again = MutatePod(pod, mps);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->patch, json::array());
   EXPECT_EQ(again->warnings.size(), 1u);
-  EXPECT_THAT(again->outside_mps, ::testing::ElementsAre("metrics-proxy (image:nginx:1.27)"));
+  EXPECT_TRUE(again->outside_mps.empty());
+  // The API server calls it again because a sidecar injector ran after it (istio-proxy, 1337):
+  // only the container it added is counted and logged.
+  json injected = review;
+  injected["request"]["object"] = pod;
+  injected["request"]["object"]["spec"]["containers"].push_back(
+      {{"name", "istio-proxy"},
+       {"image", "docker.io/istio/proxyv2:1.24.0"},
+       {"securityContext", {{"runAsUser", 1337}}}});
+  json reinvoked = Respond(injected, observed);
+  EXPECT_EQ(PatchOf(reinvoked).size(), 1u);
+  EXPECT_THAT(metrics.Text(), HasSubstr("\ntessera_webhook_mps_outside_containers_total 2\n"));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1],
+            "pod inference/chat-small-7d9f8b6c5-*: istio-proxy (1337) runs as another user than "
+            "the main container and is left outside MPS: CUDA there is not held to the share");
   // Not a client, so its own /dev/shm is in nobody's way.
   json shm = Review();
   json& shm_spec = shm["request"]["object"]["spec"];
@@ -556,6 +571,10 @@ TEST(Admission, EphemeralContainersGetTheShareWhenTheyAreAdded) {
                          "the main container and is left outside MPS: CUDA there is not held to "
                          "the share"));
   EXPECT_THAT(metrics.Text(), HasSubstr("\ntessera_webhook_mps_outside_containers_total 1\n"));
+  json reinvoked = review;
+  reinvoked["request"]["object"] = outside_pod;
+  EXPECT_FALSE(Respond(reinvoked, mps).contains("patch"));
+  EXPECT_EQ(lines.size(), 1u);  // counted and logged once
 
   // Of the pod's user (root for the whole pod): a client, through the volumes the pod has.
   json same = EphemeralReview();
