@@ -10,8 +10,10 @@ constexpr int64_t kCapacity = 1000;  // milli per GPU
 constexpr double kEps = 1e-9;
 
 // Maximises c.x subject to A x <= b, x >= 0, for b >= 0 (the origin is feasible), by the simplex
-// method on a dense tableau with Bland's rule (no cycling). `columns[j]` is A's column j. Returns
-// the duals of the rows (>= 0 up to rounding) and sets *value to the optimum.
+// method on a dense tableau with Bland's rule (no cycling in exact arithmetic; a cap on the pivots
+// guards against rounding). `columns[j]` is A's column j. Returns the duals of the rows (>= 0 up
+// to rounding) and sets *value to the objective reached. The caller checks the duals rather than
+// trusting them (BoundSharedAllocation), so a capped run costs tightness, never validity.
 std::vector<double> SolveLp(const std::vector<std::vector<double>>& columns,
                             const std::vector<double>& c, const std::vector<double>& b,
                             double* value) {
@@ -29,7 +31,7 @@ std::vector<double> SolveLp(const std::vector<std::vector<double>>& columns,
   std::vector<double> reduced(width, 0);  // c - y A; its last entry is the objective
   for (size_t j = 0; j < n; ++j) reduced[j] = c[j];
   double objective = 0;
-  while (true) {
+  for (size_t pivots = 0; pivots < 100 * (m + n + 1); ++pivots) {
     size_t enter = width;
     for (size_t j = 0; j + 1 < width; ++j) {
       if (reduced[j] > kEps) {
