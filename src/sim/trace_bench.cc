@@ -22,6 +22,12 @@ using placement::gpushare::PodSpec;
 
 constexpr double kGpuMilliD = static_cast<double>(placement::gpushare::kGpuMilli);
 
+// The trace in the artifact's order before the shuffle: by pod name.
+void SortByName(std::vector<PodSpec>& pods) {
+  std::sort(pods.begin(), pods.end(),
+            [](const PodSpec& a, const PodSpec& b) { return a.name < b.name; });
+}
+
 // The arrivals of a run, as indices into `pods` (sorted by name): the trace shuffled by `rng`,
 // then inflated by uniform resampling until the GPU requests reach `inflate` x `capacity` (milli),
 // or deflated by dropping arrivals at random until they are within it.
@@ -179,8 +185,7 @@ absl::StatusOr<RunResult> RunTraceBench(const std::vector<NodeSpec>& nodes,
                                         uint64_t seed, double inflate,
                                         placement::gpushare::TieBreak ties) {
   const double start = ProcessCpuSeconds();
-  std::sort(pods.begin(), pods.end(),
-            [](const PodSpec& a, const PodSpec& b) { return a.name < b.name; });
+  SortByName(pods);
   const placement::gpushare::TargetWorkload target = placement::gpushare::BuildTargetWorkload(pods);
   absl::StatusOr<std::unique_ptr<placement::gpushare::Policy>> policy =
       placement::gpushare::MakePolicy(policy_name, target);
@@ -286,8 +291,7 @@ absl::StatusOr<std::map<int, double>> BoundTraceBench(const std::vector<NodeSpec
                                                       const std::vector<int>& buckets) {
   // The arrivals exactly as RunTraceBench draws them: the same sort, and the same generator
   // consumed the same way up to the last arrival.
-  std::sort(pods.begin(), pods.end(),
-            [](const PodSpec& a, const PodSpec& b) { return a.name < b.name; });
+  SortByName(pods);
   const int64_t milli = ClusterState(nodes).total_gpu_milli();  // as RunTraceBench counts it
   const int64_t gpus = milli / placement::gpushare::kGpuMilli;
   const double capacity = static_cast<double>(milli);

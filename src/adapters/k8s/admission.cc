@@ -298,10 +298,14 @@ const std::vector<std::pair<std::string, std::string>>& ShareEnv() {
 
 namespace {
 
-// What every container of a sharing pod is given, and against whom its user is compared.
+// A pod that asks for a share of GPUs: what every container of it is given, and against whom its
+// user is compared.
 struct PodShare {
-  std::vector<json> wanted;    // WantedEnv
-  std::vector<MpsVolume> mps;  // empty: no MPS directory
+  placement::gpushare::GpuRequest req;
+  const json* spec = nullptr;
+  const json* containers = nullptr;  // spec.containers
+  std::vector<json> wanted;          // WantedEnv
+  std::vector<MpsVolume> mps;        // empty: no MPS directory
   // Whether the pod has (or is given) the MPS volumes its containers' mounts name. An ephemeral
   // container cannot add volumes: in a pod created without them it stays outside MPS.
   bool mps_volumes = false;
@@ -310,18 +314,24 @@ struct PodShare {
   bool through_daemon = false;
   // With MPS, the main container and its user: containers of other users are not made clients
   // of the daemon.
-  const json* containers = nullptr;  // spec.containers
   size_t main = 0;
   std::string user;
 };
 
-// The share of `pod` (which asks for `req`), with its spec's containers `containers`.
-absl::StatusOr<PodShare> ShareOf(const json& pod, const placement::gpushare::GpuRequest& req,
-                                 const json* containers, const AdmissionOptions& options) {
+// The share of `pod`; none when it asks for no share of GPUs.
+absl::StatusOr<std::optional<PodShare>> ShareOf(const json& pod, const AdmissionOptions& options) {
+  if (!AsksForAShare(pod)) return std::nullopt;  // nor is anything else wrong with it ours to say
   PodShare s;
+  TESSERA_ASSIGN_OR_RETURN(s.req, DecodeGpuRequest(pod, "pod"));
+  if (s.req.num_gpu == 0) return std::nullopt;
+  s.spec = Find(pod, "spec");
+  if (s.spec == nullptr || !s.spec->is_object()) return Bad("pod.spec", "expected an object");
+  s.containers = Find(*s.spec, "containers");
+  if (s.containers == nullptr || !s.containers->is_array()) {
+    return Bad("pod.spec.containers", "expected an array");
+  }
   s.wanted = WantedEnv(options);
-  s.containers = containers;
-  s.through_daemon = req.num_gpu == 1;
+  s.through_daemon = s.req.num_gpu == 1;
   if (options.mps_directory.empty()) return s;
   s.mps = MpsVolumes(options.mps_directory);
   if (s.through_daemon) {
@@ -378,28 +388,6 @@ absl::Status ShareWith(const json& pod, const PodShare& s, const json& c, const 
   return absl::OkStatus();
 }
 
-// The request of a pod that asks for a share of GPUs (none: it asks for none), and its spec's
-// containers.
-struct SharingPod {
-  placement::gpushare::GpuRequest req;
-  const json* spec = nullptr;
-  const json* containers = nullptr;
-};
-
-absl::StatusOr<std::optional<SharingPod>> SharingPodOf(const json& pod) {
-  if (!AsksForAShare(pod)) return std::nullopt;  // nor is anything else wrong with it ours to say
-  SharingPod p;
-  TESSERA_ASSIGN_OR_RETURN(p.req, DecodeGpuRequest(pod, "pod"));
-  if (p.req.num_gpu == 0) return std::nullopt;
-  p.spec = Find(pod, "spec");
-  if (p.spec == nullptr || !p.spec->is_object()) return Bad("pod.spec", "expected an object");
-  p.containers = Find(*p.spec, "containers");
-  if (p.containers == nullptr || !p.containers->is_array()) {
-    return Bad("pod.spec.containers", "expected an array");
-  }
-  return p;
-}
-
 // The names of the pod's ephemeral containers.
 absl::StatusOr<std::vector<json>> EphemeralNames(const json& pod, const std::string& path) {
   std::vector<json> names;
@@ -418,9 +406,10 @@ absl::StatusOr<std::vector<json>> EphemeralNames(const json& pod, const std::str
 
 absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& options) {
   PodMutation m;
-  TESSERA_ASSIGN_OR_RETURN(std::optional<SharingPod> sharing, SharingPodOf(pod));
-  if (!sharing) return m;
-  const json* spec = sharing->spec;
+  TESSERA_ASSIGN_OR_RETURN(std::optional<PodShare> found, ShareOf(pod, options));
+  if (!found) return m;
+  PodShare& share = *found;
+  const json* spec = share.spec;
 
   if (!options.scheduler_name.empty()) {
     const json* named = Find(*spec, "schedulerName");
@@ -437,13 +426,11 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
     }
   }
 
-  TESSERA_ASSIGN_OR_RETURN(PodShare share,
-                           ShareOf(pod, sharing->req, sharing->containers, options));
   if (!share.mps.empty()) {
     TESSERA_RETURN_IF_ERROR(AddMpsVolumes(*spec, share.mps, &m.patch));
     share.mps_volumes = true;
     // A pod sharing a GPU is an MPS client: the extender keeps its GPU to pods of its user.
-    if (!sharing->req.whole()) {
+    if (!share.req.whole()) {
       const json& annotations = pod["metadata"]["annotations"];  // AsksForAShare: an object
       const json* present = Find(annotations, kMpsUserAnnotation);
       if (present == nullptr || *present != share.user) {
@@ -472,22 +459,21 @@ absl::StatusOr<PodMutation> MutatePod(const json& pod, const AdmissionOptions& o
 absl::StatusOr<PodMutation> MutateEphemeralContainers(const json& pod, const json& old_pod,
                                                       const AdmissionOptions& options) {
   PodMutation m;
-  TESSERA_ASSIGN_OR_RETURN(std::optional<SharingPod> sharing, SharingPodOf(pod));
-  if (!sharing) return m;
-  TESSERA_ASSIGN_OR_RETURN(PodShare share,
-                           ShareOf(pod, sharing->req, sharing->containers, options));
+  TESSERA_ASSIGN_OR_RETURN(std::optional<PodShare> found, ShareOf(pod, options));
+  if (!found) return m;
+  PodShare& share = *found;
   if (!share.mps.empty()) {
     // The volumes the webhook gave the pod at its creation, exactly: a pod cannot be given
     // volumes once it exists.
     TESSERA_ASSIGN_OR_RETURN(const json* volumes,
-                             OptionalArray(*sharing->spec, "volumes", "pod.spec.volumes"));
+                             OptionalArray(*share.spec, "volumes", "pod.spec.volumes"));
     share.mps_volumes = volumes != nullptr;
     for (const MpsVolume& v : share.mps) {
       share.mps_volumes = share.mps_volumes &&
                           std::find(volumes->begin(), volumes->end(), v.volume) != volumes->end();
     }
   }
-  TESSERA_ASSIGN_OR_RETURN(const json* all, OptionalArray(*sharing->spec, "ephemeralContainers",
+  TESSERA_ASSIGN_OR_RETURN(const json* all, OptionalArray(*share.spec, "ephemeralContainers",
                                                           "pod.spec.ephemeralContainers"));
   TESSERA_ASSIGN_OR_RETURN(std::vector<json> before, EphemeralNames(old_pod, "oldObject"));
   for (size_t i = 0; all != nullptr && i < all->size(); ++i) {

@@ -3,34 +3,34 @@
 #include <algorithm>
 #include <vector>
 
+#include "placement/gpushare/cluster_state.h"
+
 namespace tessera::placement::gpushare {
 namespace {
 
-constexpr int64_t kCapacity = 1000;  // milli per GPU
+constexpr int64_t kCapacity = kGpuMilli;  // what one filling holds
 constexpr double kEps = 1e-9;
 
 // Maximises c.x subject to A x <= b, x >= 0, for b >= 0 (the origin is feasible), by the simplex
 // method on a dense tableau with Bland's rule (no cycling in exact arithmetic; a cap on the pivots
-// guards against rounding). `columns[j]` is A's column j. Returns the duals of the rows (>= 0 up
-// to rounding) and sets *value to the objective reached. The caller checks the duals rather than
+// guards against rounding). Column j of A is 1 (the GPU row) over fills[j] (one row per share
+// size). Returns the duals of the rows (>= 0 up to rounding); the caller checks them rather than
 // trusting them (BoundSharedAllocation), so a capped run costs tightness, never validity.
-std::vector<double> SolveLp(const std::vector<std::vector<double>>& columns,
-                            const std::vector<double>& c, const std::vector<double>& b,
-                            double* value) {
+std::vector<double> SolveLp(const std::vector<std::vector<int64_t>>& fills,
+                            const std::vector<double>& c, const std::vector<double>& b) {
   const size_t m = b.size();
-  const size_t n = columns.size();
+  const size_t n = fills.size();
   const size_t width = n + m + 1;  // structurals, slacks, right-hand side
   std::vector<std::vector<double>> t(m, std::vector<double>(width, 0));
   std::vector<size_t> basis(m);
   for (size_t i = 0; i < m; ++i) {
-    for (size_t j = 0; j < n; ++j) t[i][j] = columns[j][i];
+    for (size_t j = 0; j < n; ++j) t[i][j] = i == 0 ? 1 : static_cast<double>(fills[j][i - 1]);
     t[i][n + i] = 1;
     t[i][width - 1] = b[i];
     basis[i] = n + i;
   }
-  std::vector<double> reduced(width, 0);  // c - y A; its last entry is the objective
+  std::vector<double> reduced(width, 0);  // c - y A
   for (size_t j = 0; j < n; ++j) reduced[j] = c[j];
-  double objective = 0;
   for (size_t pivots = 0; pivots < 100 * (m + n + 1); ++pivots) {
     size_t enter = width;
     for (size_t j = 0; j + 1 < width; ++j) {
@@ -60,10 +60,8 @@ std::vector<double> SolveLp(const std::vector<std::vector<double>>& columns,
     }
     const double f = reduced[enter];
     for (size_t j = 0; j + 1 < width; ++j) reduced[j] -= f * t[leave][j];
-    objective += f * t[leave][width - 1];
     basis[leave] = enter;
   }
-  *value = objective;
   std::vector<double> duals(m);
   for (size_t i = 0; i < m; ++i) duals[i] = -reduced[n + i];
   return duals;
@@ -123,31 +121,25 @@ ShareBound BoundSharedAllocation(const std::map<int64_t, int64_t>& shares, int64
     requested += static_cast<double>(milli * n) / static_cast<double>(kCapacity);
   }
   ShareBound out;
-  const double cap = std::min(static_cast<double>(std::max<int64_t>(gpus, 0)), requested);
-  if (size.empty() || gpus <= 0) {
-    out.gpus = 0;
-    return out;
-  }
+  if (size.empty() || gpus <= 0) return out;
   const size_t s = size.size();
   // Rows: the GPUs, then the shares of each size. Columns: ways of filling one GPU.
   std::vector<double> b = {static_cast<double>(gpus)};
   for (int64_t n : count) b.push_back(static_cast<double>(n));
-  std::vector<std::vector<double>> columns;
-  std::vector<double> worth;
-  auto add = [&](const std::vector<int64_t>& fill) {
-    std::vector<double> col = {1};
+  std::vector<std::vector<int64_t>> fills;  // counts by size index
+  std::vector<double> worth;                // GPUs' worth each fills
+  auto add = [&](std::vector<int64_t> fill) {
     double w = 0;
     for (size_t k = 0; k < s; ++k) {
-      col.push_back(static_cast<double>(fill[k]));
       w += static_cast<double>(fill[k] * size[k]) / static_cast<double>(kCapacity);
     }
-    columns.push_back(std::move(col));
+    fills.push_back(std::move(fill));
     worth.push_back(w);
   };
   for (size_t k = 0; k < s; ++k) {
     std::vector<int64_t> one(s, 0);
     one[k] = 1;
-    add(one);
+    add(std::move(one));
   }
   // The fillings given, those that are fillings here (their shares asked for, within the
   // counts and one GPU) and not singletons already added.
@@ -165,7 +157,7 @@ ShareBound BoundSharedAllocation(const std::map<int64_t, int64_t>& shares, int64
       used += n * milli;
       items += n;
     }
-    if (fits && used <= kCapacity && items > 1) add(fill);
+    if (fits && used <= kCapacity && items > 1) add(std::move(fill));
   }
   std::vector<double> value(s);
   std::vector<int64_t> fill;
@@ -174,19 +166,13 @@ ShareBound BoundSharedAllocation(const std::map<int64_t, int64_t>& shares, int64
   // restricted program; none does at its optimum. Each round adds one, and there are finitely
   // many; the cap only guards against rounding.
   for (int round = 0; round < 10000; ++round) {
-    double lp = 0;
-    duals = SolveLp(columns, worth, b, &lp);
+    duals = SolveLp(fills, worth, b);
     for (size_t k = 0; k < s; ++k) {
       value[k] = static_cast<double>(size[k]) / static_cast<double>(kCapacity) - duals[k + 1];
     }
     if (BestFilling(size, value, count, &fill) <= duals[0] + kEps) break;
-    bool known = false;
-    for (const std::vector<double>& col : columns) {
-      bool same = true;
-      for (size_t k = 0; k < s && same; ++k) same = col[k + 1] == static_cast<double>(fill[k]);
-      known = known || same;
-    }
-    if (known) break;  // rounding: the program already has it
+    // Rounding: the program already has it.
+    if (std::find(fills.begin(), fills.end(), fill) != fills.end()) break;
     add(fill);
   }
   // The certificate, checked rather than trusted: prices clamped to >= 0, and the GPU's price
@@ -201,14 +187,14 @@ ShareBound BoundSharedAllocation(const std::map<int64_t, int64_t>& shares, int64
   }
   out.per_gpu = std::max(0.0, BestFilling(size, value, count, &fill));
   bound += out.per_gpu * static_cast<double>(gpus);
-  out.gpus = std::min(bound, cap);
-  out.columns = static_cast<int>(columns.size());
+  out.gpus = std::min({bound, static_cast<double>(gpus), requested});
+  out.columns = static_cast<int>(fills.size());
   if (fillings != nullptr) {
     fillings->clear();
-    for (const std::vector<double>& col : columns) {
+    for (const std::vector<int64_t>& counts : fills) {
       Filling f;
       for (size_t k = 0; k < s; ++k) {
-        if (col[k + 1] > 0) f[size[k]] = static_cast<int64_t>(col[k + 1]);
+        if (counts[k] > 0) f[size[k]] = counts[k];
       }
       fillings->push_back(std::move(f));
     }
