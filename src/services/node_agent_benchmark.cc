@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "adapters/http/server.h"
+#include "adapters/io/test_scratch_dir.h"
 #include "adapters/net/http_client.h"
 #include "adapters/objstore/verify.h"
 #include "base/clock.h"
@@ -21,8 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 
 void BM_AgentCachedModelRequest(benchmark::State& state) {
-  char tmpl[] = "/tmp/tessera-agent-bench-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
+  const adapters::testing::ScratchDir scratch("agent-bench");  // removed after the agent below
+  const std::string& dir = scratch.path();
   const std::string source = "http://origin.invalid/m/tessera-manifest.json";
   const std::string id = NodeAgent::ModelId(source, {});
   // A ready model on disk, as a previous run left it.
@@ -71,8 +72,6 @@ void BM_AgentCachedModelRequest(benchmark::State& state) {
     state.counters["p99_ms"] = ms[std::min(ms.size() - 1, ms.size() * 99 / 100)];
   }
   server.Stop();
-  agent->reset();
-  fs::remove_all(dir);
 }
 BENCHMARK(BM_AgentCachedModelRequest)->Unit(benchmark::kMicrosecond)->Iterations(2000);
 

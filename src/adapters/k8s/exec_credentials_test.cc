@@ -16,6 +16,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "adapters/io/files.h"
+#include "adapters/io/test_scratch_dir.h"
 #include "adapters/k8s/kube_client.h"
 #include "adapters/net/test_certs.h"
 #include "adapters/net/test_http_server.h"
@@ -31,12 +32,7 @@ using ::testing::Not;
 
 const absl::Time kExecNow = absl::FromUnixSeconds(1796968000);  // 2026-12-11T05:46:40Z
 
-std::string ExecTestDir() {
-  char tmpl[] = "/tmp/tessera-exec-XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  EXPECT_NE(d, nullptr);
-  return d;
-}
+std::string ExecTestDir() { return testing::NewScratchDir("exec"); }
 
 // A kubeconfig whose user `u` authenticates with `exec_stanza` (YAML flow or block, indented
 // under `exec:`), against `server`.
@@ -110,7 +106,6 @@ TEST(ExecCredentials, KubeconfigStanzaAndWhatThePluginIsGiven) {
   EXPECT_EQ(c->exec->exec_info, nlohmann::json::parse(R"({
     "apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
     "spec": {"interactive": false}})"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST(ExecCredentials, StanzasTesseraCannotHonourAreRefusedWithTheirLineAndField) {
@@ -162,7 +157,6 @@ TEST(ExecCredentials, StanzasTesseraCannotHonourAreRefusedWithTheirLineAndField)
       << "    token: abc\n";
   EXPECT_THAT(LoadKubeconfig(dir + "/config").status().message(),
               HasSubstr("exec together with a token; give the user one way to authenticate"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST(ExecCredentials, AnswersAreCheckedAndNeverQuoted) {
@@ -383,7 +377,6 @@ TEST(ExecCredentials, KubeClientRunsThePluginOnlyWhenItsTokenIsDueOrRefused) {
             "exec plugin tessera-no-such-credential-plugin of kubeconfig user \"u\": "
             "tessera-no-such-credential-plugin: not found in PATH (installHint: Install it: "
             "apt-get install plugin)");
-  std::filesystem::remove_all(dir);
 }
 
 TEST(ExecCredentials, AClientCertificateFromThePluginOpensAnMtlsApiServer) {
@@ -431,7 +424,6 @@ TEST(ExecCredentials, AClientCertificateFromThePluginOpensAnMtlsApiServer) {
   anonymous.exec.reset();
   EXPECT_EQ(KubeClient(anonymous, &clock).Get("/api/v1/nodes").status().code(),
             absl::StatusCode::kUnavailable);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "adapters/io/files.h"
+#include "adapters/io/test_scratch_dir.h"
 #include "adapters/k8s/yaml_reader.h"
 #include "adapters/net/test_certs.h"
 #include "adapters/net/test_http_server.h"
@@ -46,12 +47,7 @@ json ExtenderFixture(const std::string& name) {
   return json::parse(*text);
 }
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/tessera-extender-XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  EXPECT_NE(d, nullptr);
-  return d;
-}
+std::string TempDir() { return testing::NewScratchDir("extender"); }
 
 // A minimal API server: nodes and pods in memory, every extender request checked.
 class FakeApi {

@@ -24,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "adapters/io/test_scratch_dir.h"
 #include "adapters/keda/scaler.h"
 #include "adapters/keda/test_scaler_server.h"
 #include "adapters/net/free_port.h"
@@ -33,6 +34,8 @@
 
 namespace tessera::adapters {
 namespace {
+
+using testing::ScratchDir;
 
 int FreePort() { return FreeLoopbackPort(); }
 
@@ -202,26 +205,6 @@ class KedaClient {
   std::unique_ptr<externalscaler::ExternalScaler::Stub> stub_;
 };
 
-// A fresh directory under /tmp for Prometheus' config, data and log, removed with what is in
-// it on destruction (failed assertions included).
-class ScratchDir {
- public:
-  ScratchDir() {
-    char tmpl[] = "/tmp/tessera-scaler-XXXXXX";
-    const char* made = mkdtemp(tmpl);
-    EXPECT_NE(made, nullptr);
-    path_ = made != nullptr ? made : "";
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // A ScalerConfig reading `prom` (`timing`: its timeout and pollInterval) for `services` (the
 // YAML list under `services:`).
 absl::StatusOr<ScalerConfig> ConfigFor(const Prometheus& prom, absl::string_view timing,
@@ -233,7 +216,7 @@ absl::StatusOr<ScalerConfig> ConfigFor(const Prometheus& prom, absl::string_view
 }
 
 TEST(ScalerIntegration, RealPrometheusThroughScaleUpDownZeroOutageAndRecovery) {
-  ScratchDir dir;
+  ScratchDir dir("scaler");
   Exporter exporter;
   Prometheus prom(dir.path(), exporter.port());
   prom.Start();
@@ -338,7 +321,7 @@ TEST(ScalerIntegration, RealPrometheusThroughScaleUpDownZeroOutageAndRecovery) {
 // rate(), through a real Prometheus, keeps it from zero past the idle timeout; once the requests
 // stop, it goes to zero after the rate's window and the timeout.
 TEST(ScalerIntegration, CompletedRequestsKeepAServiceWhoseGaugesReadZeroFromZero) {
-  ScratchDir dir;
+  ScratchDir dir("scaler");
   Exporter exporter;
   exporter.Set(0, 0, 1);
   std::atomic<bool> requests{true}, done{false};
@@ -409,7 +392,7 @@ TEST(ScalerIntegration, CompletedRequestsKeepAServiceWhoseGaugesReadZeroFromZero
 }
 
 TEST(ScalerIntegration, RebuildsTheRecurringLoadFromPrometheusRangeQueriesOnStart) {
-  ScratchDir scratch;
+  ScratchDir scratch("scaler");
   const std::string& dir = scratch.path();
   // The scaler "starts" at `now`, 20 s into a minute (a simulated clock, so that where the job
   // falls does not hang on how long Prometheus takes to start): in each of the three hours

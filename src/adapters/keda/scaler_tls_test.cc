@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "adapters/io/files.h"
+#include "adapters/io/test_scratch_dir.h"
 #include "adapters/keda/scaler.h"
 #include "adapters/keda/test_scaler_server.h"
 #include "adapters/net/test_certs.h"
@@ -145,37 +146,27 @@ TEST(ScalerTls, ClientCertificatesRequiredWithAClientCA) {
 // so a reader sees all old files or all new ones.
 class SecretVolume {
  public:
-  SecretVolume() {
-    char tmpl[] = "/tmp/tessera-secret-XXXXXX";
-    if (mkdtemp(tmpl) != nullptr) dir_ = tmpl;
-  }
-  ~SecretVolume() {
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-  SecretVolume(const SecretVolume&) = delete;
-  SecretVolume& operator=(const SecretVolume&) = delete;
-
   // Publishes {name in the volume, source file}; false when a step fails.
   bool Update(const std::vector<std::pair<std::string, std::string>>& files) {
     namespace fs = std::filesystem;
     std::error_code ec;
+    const std::string& dir = scratch_.path();
     const std::string version = absl::StrCat("..version-", ++versions_);
-    fs::create_directory(dir_ + "/" + version, ec);
+    fs::create_directory(dir + "/" + version, ec);
     for (const auto& [name, source] : files) {
-      if (!ec) fs::copy_file(source, dir_ + "/" + version + "/" + name, ec);
-      if (!ec && !fs::is_symlink(dir_ + "/" + name)) {
-        fs::create_symlink("..data/" + name, dir_ + "/" + name, ec);
+      if (!ec) fs::copy_file(source, dir + "/" + version + "/" + name, ec);
+      if (!ec && !fs::is_symlink(dir + "/" + name)) {
+        fs::create_symlink("..data/" + name, dir + "/" + name, ec);
       }
     }
-    if (!ec) fs::create_symlink(version, dir_ + "/..data_tmp", ec);
-    if (!ec) fs::rename(dir_ + "/..data_tmp", dir_ + "/..data", ec);
+    if (!ec) fs::create_symlink(version, dir + "/..data_tmp", ec);
+    if (!ec) fs::rename(dir + "/..data_tmp", dir + "/..data", ec);
     return !ec;
   }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string path(const std::string& name) const { return scratch_.path() + "/" + name; }
 
  private:
-  std::string dir_;
+  testing::ScratchDir scratch_{"secret"};
   int versions_ = 0;
 };
 

@@ -10,23 +10,17 @@
 #pragma once
 
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "adapters/io/test_scratch_dir.h"
 
 namespace tessera::adapters::testing {
 
 class TestCerts {
  public:
   explicit TestCerts(const std::string& server_alt_names = "DNS:localhost,IP:127.0.0.1") {
-    char tmpl[] = "/tmp/tessera-pki-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) {
-      error_ = "mkdtemp failed";
-      return;
-    }
-    dir_ = tmpl;
     std::ofstream(dir_ + "/server.ext")
         << "subjectAltName=" << server_alt_names << "\nextendedKeyUsage=serverAuth\n";
     std::ofstream(dir_ + "/client.ext") << "extendedKeyUsage=clientAuth\n";
@@ -49,14 +43,6 @@ class TestCerts {
                                                             std::istreambuf_iterator<char>()));
     }
   }
-  ~TestCerts() {
-    if (!dir_.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(dir_, ec);
-    }
-  }
-  TestCerts(const TestCerts&) = delete;
-  TestCerts& operator=(const TestCerts&) = delete;
 
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }
@@ -68,7 +54,8 @@ class TestCerts {
   std::string client_key() const { return dir_ + "/client.key"; }
 
  private:
-  std::string dir_;
+  ScratchDir scratch_{"pki"};  // removed with the object
+  const std::string dir_ = scratch_.path();
   std::string error_;
 };
 

@@ -162,7 +162,6 @@ TEST(Fetcher, ShardedSafetensorsFromNginxEachByteOnce) {
   absl::StatusOr<FetchStats> again = FetchModel(*files, out, o);
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->already_complete);
-  fs::remove_all(www);
 }
 
 TEST(Fetcher, ManifestChecksumsAndAMismatchIsRefetchedOnceThenAnError) {
@@ -361,7 +360,6 @@ TEST(Verify, SafetensorsStructure) {
                           0)
                   .message(),
               HasSubstr("shape overflows at its dtype's size"));
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -726,7 +726,6 @@ TEST(S3Source, FetchesAPrefixFromS3rverWithSigV4) {
        {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"}) {
     unsetenv(v);
   }
-  fs::remove_all(fs::path(out).parent_path());
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "adapters/io/test_scratch_dir.h"
 #include "adapters/net/free_port.h"
 #include "base/random.h"
 #include "nlohmann/json.hpp"
@@ -26,10 +27,7 @@ namespace tessera::adapters::objstore::testing {
 
 namespace fs = std::filesystem;
 
-inline std::string TempDir() {
-  char tmpl[] = "/tmp/tessera-fetch-XXXXXX";
-  return mkdtemp(tmpl);
-}
+inline std::string TempDir() { return adapters::testing::NewScratchDir("fetch"); }
 
 // A safetensors file: `tensors` F16 tensors of `elems` elements each, random bytes.
 inline std::string Safetensors(int tensors, int64_t elems, uint64_t seed) {

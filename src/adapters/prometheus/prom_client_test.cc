@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "adapters/io/test_scratch_dir.h"
 #include "adapters/net/test_certs.h"
 #include "adapters/net/test_env.h"
 #include "adapters/net/test_http_server.h"
@@ -415,8 +416,8 @@ class Recorder {
 TEST(PromClient, CredentialsFromFilesReadBeforeEveryQueryAndExtraHeaders) {
   Recorder seen;
   testing::LocalHttpServer prom([&](httplib::Server& s) { seen.Serve(s); });
-  char tmpl[] = "/tmp/tessera-prom-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  testing::ScratchDir scratch("prom");
+  const std::string& dir = scratch.path();
   const std::string token = dir + "/token";
   std::ofstream(token) << "token-1\n";
 
@@ -452,7 +453,6 @@ TEST(PromClient, CredentialsFromFilesReadBeforeEveryQueryAndExtraHeaders) {
   EXPECT_EQ(seen.tenant(), "");
   std::ofstream(password) << "";
   EXPECT_THAT(PromClient(b).Query("up").status().message(), HasSubstr("is empty"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST(PromClient, HttpsWithAPrivateCaAndAClientCertificate) {
