@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "adapters/io/test_scratch_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -87,8 +88,8 @@ TEST(RunProcess, ProgramsThatCannotRun) {
   EXPECT_EQ(missing.message(), "tessera-no-such-plugin: not found in PATH");
   EXPECT_EQ(RunProcess(ProgramSpec("/nonexistent/plugin"), clock).status().message(),
             "/nonexistent/plugin: not found");
-  std::string dir = ::testing::TempDir() + "/subprocess_test";
-  std::filesystem::create_directories(dir);
+  const testing::ScratchDir scratch("subprocess");
+  const std::string& dir = scratch.path();
   std::ofstream(dir + "/not-executable") << "#!/bin/sh\necho hi\n";
   absl::Status denied = RunProcess(ProgramSpec(dir + "/not-executable"), clock).status();
   EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied) << denied;
@@ -96,8 +97,8 @@ TEST(RunProcess, ProgramsThatCannotRun) {
 }
 
 TEST(RunProcess, ATimeoutKillsTheWholeProcessGroup) {
-  std::string pid_file = ::testing::TempDir() + "/subprocess_test_grandchild";
-  std::filesystem::remove(pid_file);
+  const testing::ScratchDir scratch("subprocess");
+  const std::string pid_file = scratch.path() + "/grandchild.pid";
   // 100 ms a read: the 1 s timeout passes after about 10 reads, whatever the wall clock says.
   SubprocessTestClock clock(absl::Milliseconds(100));
   ProcessSpec spec = ShellSpec("sleep 60 & echo $! > '" + pid_file + "'; wait");

@@ -11,6 +11,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "adapters/io/files.h"
+#include "adapters/io/test_scratch_dir.h"
 #include "adapters/k8s/extender_protocol.h"
 #include "adapters/net/test_certs.h"
 #include "adapters/net/tls_files.h"
@@ -674,9 +675,7 @@ TEST(Admission, SaysWhatEachReviewCameTo) {
 // DIR/tls.key) that a server reads its certificate and key from, as from a Secret volume.
 struct RenewalFiles {
   explicit RenewalFiles(const std::string& name)
-      : dir(::testing::TempDir() + "/" + name), cert(dir + "/tls.crt"), key(dir + "/tls.key") {
-    std::filesystem::create_directories(dir);
-  }
+      : dir(testing::NewScratchDir(name)), cert(dir + "/tls.crt"), key(dir + "/tls.key") {}
   bool ok() const { return first.ok() && second.ok(); }
   std::string error() const { return first.error() + second.error(); }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 
+#include "adapters/io/test_scratch_dir.h"
 #include "adapters/net/test_certs.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -20,8 +21,8 @@ TEST(ServerTls, ReportsEachChangeOnceAndKeepsTheLastGoodFiles) {
   testing::TestCerts next;
   ASSERT_TRUE(pki.ok()) << pki.error();
   ASSERT_TRUE(next.ok()) << next.error();
-  const std::string dir = ::testing::TempDir() + "/server-tls";
-  fs::create_directories(dir);
+  const testing::ScratchDir scratch("server-tls");
+  const std::string& dir = scratch.path();
   const std::string cert = dir + "/tls.crt", key = dir + "/tls.key", ca = dir + "/ca.crt";
   auto put = [](const std::string& from, const std::string& to) {
     fs::copy_file(from, to, fs::copy_options::overwrite_existing);

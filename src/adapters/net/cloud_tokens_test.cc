@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "adapters/io/test_scratch_dir.h"
 #include "adapters/net/test_env.h"
 #include "adapters/net/test_http_server.h"
 #include "gmock/gmock.h"
@@ -149,8 +150,8 @@ TEST(CloudTokens, AzureWorkloadIdentityExchangesTheServiceAccountToken) {
                       "application/json");
     });
   });
-  const std::string dir = ::testing::TempDir() + "/azure-wi";
-  std::filesystem::create_directories(dir);
+  const testing::ScratchDir scratch("azure-wi");
+  const std::string& dir = scratch.path();
   std::ofstream(dir + "/token") << "eyJ.sa.token-1\n";
   testing::FakeEnvironment() = {{"AZURE_TENANT_ID", "72f9-tenant"},
                                 {"AZURE_CLIENT_ID", "0a1b-client"},
@@ -209,7 +210,6 @@ TEST(CloudTokens, AzureWorkloadIdentityExchangesTheServiceAccountToken) {
           .message(),
       HasSubstr("AZURE_FEDERATED_TOKEN_FILE " + dir + "/missing: no such file"));
   testing::FakeEnvironment().clear();
-  std::filesystem::remove_all(dir);
 }
 
 TEST(CloudTokens, AnswersWithoutABearerTokenOrItsLifetimeAreRefused) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "adapters/io/files.h"
+#include "adapters/io/test_scratch_dir.h"
 #include "adapters/net/test_certs.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,7 +20,8 @@ using ::testing::HasSubstr;
 
 // `parts` concatenated into a new file under the test's temporary directory.
 std::string Join(const std::string& name, std::initializer_list<std::string> parts) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  static const std::string dir = testing::NewScratchDir("tls-files");
+  const std::string path = dir + "/" + name;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   for (const std::string& p : parts) out << p;
   return path;
@@ -74,7 +76,8 @@ TEST(TlsFiles, WhatIsWrongAndWhere) {
 TEST(TlsFiles, EncryptedKeyIsRefusedWithoutAsking) {
   testing::TestCerts pki;
   ASSERT_TRUE(pki.ok()) << pki.error();
-  const std::string encrypted = ::testing::TempDir() + "/encrypted.key";
+  const testing::ScratchDir dir("tls-files");
+  const std::string encrypted = dir.path() + "/encrypted.key";
   const std::string command =
       absl::StrCat("openssl pkey -in '", pki.server_key(), "' -aes256 -passout pass:secret -out '",
                    encrypted, "' 2>/dev/null");
@@ -87,7 +90,8 @@ TEST(TlsFiles, CertificateNotAfterAsOpensslReadsIt) {
   testing::TestCerts pki;
   ASSERT_TRUE(pki.ok()) << pki.error();
   // openssl prints e.g. "notAfter=Dec  7 23:14:00 2026 GMT".
-  const std::string out = ::testing::TempDir() + "/enddate.txt";
+  const testing::ScratchDir dir("tls-files");
+  const std::string out = dir.path() + "/enddate.txt";
   const std::string command =
       absl::StrCat("openssl x509 -noout -enddate -in '", pki.server_cert(), "' > '", out, "'");
   ASSERT_EQ(std::system(command.c_str()), 0);

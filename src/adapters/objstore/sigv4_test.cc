@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "adapters/io/test_scratch_dir.h"
 #include "adapters/net/http_client.h"
 #include "adapters/net/test_env.h"
 #include "adapters/net/test_http_server.h"
@@ -186,8 +187,8 @@ TEST(S3Source, AddressingFromTheEnvironment) {
 }
 
 TEST(S3Source, SharedCredentialsFileAndProfile) {
-  const std::string dir = ::testing::TempDir() + "/aws-shared-creds";
-  std::filesystem::create_directories(dir);
+  const adapters::testing::ScratchDir scratch("aws-shared-creds");
+  const std::string& dir = scratch.path();
   const std::string path = dir + "/credentials";
   std::ofstream(path) << "# rotated by the Secret\n[default]\naws_access_key_id = AKIDDEFAULT\n"
                          "aws_secret_access_key = s3cr3t/default\n\n[models]\n"
@@ -257,8 +258,8 @@ TEST(S3Source, ContainerCredentialsEndpoint) {
                       "application/json");
     });
   });
-  const std::string dir = ::testing::TempDir() + "/aws-pod-identity";
-  std::filesystem::create_directories(dir);
+  const adapters::testing::ScratchDir scratch("aws-pod-identity");
+  const std::string& dir = scratch.path();
   std::ofstream(dir + "/token") << "eyJ.pod.token\n";
   const std::string uri = server.url("/v1/credentials");
   FakeEnvironment() = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", uri},
@@ -338,8 +339,8 @@ TEST(S3Source, WebIdentityThroughSts) {
           "text/xml");
     });
   });
-  const std::string dir = ::testing::TempDir() + "/aws-irsa";
-  std::filesystem::create_directories(dir);
+  const adapters::testing::ScratchDir scratch("aws-irsa");
+  const std::string& dir = scratch.path();
   std::ofstream(dir + "/token") << "eyJ.sa.token\n";
   std::ofstream(dir + "/old") << "eyJ.expired\n";
   FakeEnvironment() = {{"AWS_WEB_IDENTITY_TOKEN_FILE", dir + "/token"},
