@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -122,6 +124,22 @@ double Seasonal(const AutoscalePolicy& p, AutoscaleState& st, absl::Time now, do
   return best;
 }
 
+// What the scale-down window holds: the lowest of its recommendations that at least `quantile`
+// of them do not exceed (at 1, the highest); 0 for an empty window.
+int WindowHold(const std::deque<std::pair<absl::Time, int>>& window, double quantile) {
+  if (window.empty()) return 0;
+  std::vector<int> counts;
+  counts.reserve(window.size());
+  for (const auto& entry : window) counts.push_back(entry.second);
+  // The k-th lowest, k = ceil(quantile x n) (at least 1): at 1 the highest, exactly.
+  const size_t n = counts.size();
+  const size_t k = std::clamp<size_t>(
+      static_cast<size_t>(std::ceil(quantile * static_cast<double>(n) - 1e-9)), 1, n);
+  std::nth_element(counts.begin(), counts.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                   counts.end());
+  return counts[k - 1];
+}
+
 // `past`'s entries from before `live_started` (all of them when `live` has not decided yet),
 // then `live`'s: a time-ordered record (the window's recommendations, the trend's samples) as
 // one process would have kept it.
@@ -210,6 +228,9 @@ absl::Status AutoscalePolicy::Validate() const {
   if (scale_up_ratio < 0) return bad("scaleUpRatio", "0 or more");
   if (scale_down_step < 1) return bad("scaleDownStep", "1 or more");
   if (scale_down_ratio < 0 || scale_down_ratio > 1) return bad("scaleDownRatio", "0 to 1");
+  if (!(scale_down_quantile > 0 && scale_down_quantile <= 1)) {
+    return bad("scaleDownQuantile", "a fraction above 0 and at most 1");
+  }
   for (auto [knob, d] : {std::pair{"idleTimeout", idle_timeout},
                          {"scaleDownWindow", scale_down_window},
                          {"coldStart", cold_start},
@@ -384,21 +405,23 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
   }
   want = clamp(want);
 
-  // Scale-down window: the highest recommendation within it. One made while no replica serves
-  // is left out: that queue is the backlog of the cold start (nothing could take it), and the
-  // replicas it started are held only by what the queue asks once they serve it. Otherwise a
-  // wake-up from zero, whose first minute's queue asks for a replica per few waiting requests,
-  // holds all of them for the whole window after a backlog one replica clears in seconds.
+  // Scale-down window: the highest recommendation within it (or its scaleDownQuantile). One made
+  // while no replica serves is left out: that queue is the backlog of the cold start (nothing
+  // could take it), and the replicas it started are held only by what the queue asks once they
+  // serve it. Otherwise a wake-up from zero, whose first minute's queue asks for a replica per
+  // few waiting requests, holds all of them for the whole window after a backlog one replica
+  // clears in seconds.
   const bool serving = ready > 0;
   if (serving) state.recommendations.emplace_back(now, want);
   while (!state.recommendations.empty() &&
          now - state.recommendations.front().first > p.scale_down_window) {
     state.recommendations.pop_front();
   }
-  int window_max = 0;
-  for (const auto& [t, r] : state.recommendations) window_max = std::max(window_max, r);
+  int held = WindowHold(state.recommendations, p.scale_down_quantile);
+  // Below the highest, never below what this decision asks (at 1 it is in the window already).
+  if (serving) held = std::max(held, want);
   if (state.restart_hold > 0 && now - state.restart_hold_at <= p.scale_down_window) {
-    window_max = std::max(window_max, state.restart_hold);
+    held = std::max(held, state.restart_hold);
   }
 
   int next = state.current;
@@ -413,18 +436,21 @@ Decision DecideReplicas(const AutoscalePolicy& p, const Signals& s, AutoscaleSta
         std::max(p.scale_up_step, static_cast<int>(std::ceil(p.scale_up_ratio * state.current)));
     next = std::min(want, limit);
     d.reason = absl::StrCat("scale up to ", next, ": ", why);
-  } else if (window_max < state.current && !serving) {
+  } else if (held < state.current && !serving) {
     // Nor does it lower the count before one serves: nothing has shown yet what they serve.
     d.reason = absl::StrCat("hold at ", next, ": ", why, "; none ready yet, the replicas ",
                             "starting are kept until one serves");
-  } else if (window_max < state.current) {
+  } else if (held < state.current) {
     next = std::max(
-        window_max,
+        held,
         state.current - std::max(p.scale_down_step,
                                  static_cast<int>(std::ceil(p.scale_down_ratio * state.current))));
     if (next == 0 && !idle_long) next = 1;
-    d.reason = absl::StrCat("scale down to ", next, ": ", why, "; highest in the last ",
-                            absl::FormatDuration(p.scale_down_window), " is ", window_max);
+    d.reason = absl::StrCat("scale down to ", next, ": ", why, "; ",
+                            p.scale_down_quantile < 1
+                                ? absl::StrCat("quantile ", p.scale_down_quantile, " of the last ")
+                                : "highest in the last ",
+                            absl::FormatDuration(p.scale_down_window), " is ", held);
   } else {
     d.reason = absl::StrCat("hold at ", next, ": ", why);
   }

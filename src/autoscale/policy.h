@@ -46,6 +46,13 @@ struct AutoscalePolicy {
   // within 10% of the current count, so a step of 2 out of 40 would never be acted on: the ratio
   // keeps steps above that tolerance.)
   absl::Duration scale_down_window = absl::Minutes(10);
+  // Which recommendation of the window is held: 1 (the default), the highest, as HPA's
+  // stabilisation window does; below 1, the lowest that at least this share of the window's
+  // recommendations do not exceed (0.85 over a 20-minute window: the level most of it needed, so
+  // a burst's replicas go sooner). For loads that many independent users smooth; a load whose
+  // bursts return within the window wants its replicas back a cold start late
+  // (docs/autoscaling.md, "Holding a quantile of the window"). Above 0, at most 1.
+  double scale_down_quantile = 1;
   int scale_down_step = 2;
   double scale_down_ratio = 0.25;
   // Expected time from asking for a replica to it serving. The policy projects demand this far

@@ -130,6 +130,51 @@ TEST(AutoscalePolicy, ScaleDownWaitsForTheWindowAndStepsDown) {
   EXPECT_EQ(DecideReplicas(p, At(t, 0, 2, 40, 0, 0.1), big, t).replicas, 30);
 }
 
+TEST(AutoscalePolicy, AQuantileOfTheWindowReleasesABurstButNeverGoesBelowTheDecision) {
+  AutoscalePolicy p;
+  p.scale_down_window = absl::Minutes(10);
+  p.scale_down_step = 2;
+  p.scale_down_ratio = 0;
+  AutoscaleState highest;
+  highest.current = 10;
+  highest.initialised = true;
+  AutoscaleState quantile = highest;
+  AutoscalePolicy q = p;
+  q.scale_down_quantile = 0.85;
+  // A burst asks for 10 (util 0.8 in the band at 10 ready, and the queue), then the load needs 4
+  // (util 0.3 at 10 ready: 3 busy / 0.75).
+  absl::Time t = kT0;
+  EXPECT_EQ(DecideReplicas(p, At(t, 40, 160, 10, 0, 0.8), highest, t).replicas, 10);
+  EXPECT_EQ(DecideReplicas(q, At(t, 40, 160, 10, 0, 0.8), quantile, t).replicas, 10);
+  // The highest is held for the whole window.
+  ExpectHeldFor(p, highest, t, absl::Minutes(10), 0, 20, 10, 0.3, 10);
+  // At 0.85 the burst's 10 is held while it is more than 15% of the window's decisions: with n
+  // decisions the ceil(0.85 n)-th lowest is 10 up to n = 6, 4 from n = 7 (30 s after it).
+  t = ExpectHeldFor(q, quantile, t, absl::Seconds(25), 0, 20, 10, 0.3, 10);
+  for (int expected : {8, 6, 4, 4}) {
+    t += absl::Seconds(5);
+    Decision d = DecideReplicas(q, At(t, 0, 20, 10, 0, 0.3), quantile, t);
+    EXPECT_EQ(d.replicas, expected) << d.reason;
+    if (expected < 10 && expected > 4) {
+      EXPECT_THAT(d.reason, HasSubstr("quantile 0.85 of the last 10m is 4"));
+    }
+  }
+  // Five minutes at 4 (util 0.75 at 4 ready), so the window is mostly 4s; then a decision that
+  // asks for 6 (util 0.37 at 12 ready: 4.44 busy / 0.75) is not taken below 6, whatever the steps
+  // allow, though the quantile is 4.
+  t = ExpectHeldFor(q, quantile, t, absl::Minutes(5), 0, 20, 4, 0.75, 4);
+  q.scale_down_step = 100;
+  quantile.current = 12;
+  t += absl::Seconds(5);
+  Decision d = DecideReplicas(q, At(t, 0, 20, 12, 0, 0.37), quantile, t);
+  EXPECT_EQ(d.replicas, 6) << d.reason;
+  // Out of range: named.
+  for (double bad : {0.0, -0.5, 1.5, std::nan("")}) {
+    q.scale_down_quantile = bad;
+    EXPECT_THAT(q.Validate().message(), HasSubstr("scaleDownQuantile")) << bad;
+  }
+}
+
 TEST(AutoscalePolicy, TransientBacklogAddsNoReplica) {
   AutoscalePolicy p;
   p.cold_start = absl::Seconds(60);

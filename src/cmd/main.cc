@@ -208,6 +208,9 @@ int Main(int argc, char** argv) {
   sim_as->add_option("--scale-down-window", simf.scale_down_window,
                      "tessera's scaleDownWindow: the highest recommendation within it wins "
                      "(default 10m)");
+  sim_as->add_option("--scale-down-quantile", simf.scale_down_quantile,
+                     "tessera's scaleDownQuantile: which of the window's recommendations is held, "
+                     "1 the highest (default), 0.85 the lowest that 85% of them do not exceed");
   sim_as->add_option("--hpa-tolerance", simf.hpa_tolerance,
                      "HPA's tolerance for tessera, keda-queue and hpa-cpu (default 0.1, "
                      "Kubernetes' default; per HPA with the HPAConfigurableTolerance gate)");

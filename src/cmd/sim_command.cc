@@ -6,6 +6,7 @@
 #include <optional>
 #include <tuple>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -176,6 +177,12 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     return Fail(absl::StrCat("--min-replicas ", f.min_replicas, ": expected 0 to ", most,
                              " (the simulator's most replicas)"));
   }
+  double down_quantile = 1;
+  if (!f.scale_down_quantile.empty() && (!absl::SimpleAtod(f.scale_down_quantile, &down_quantile) ||
+                                         !(down_quantile > 0 && down_quantile <= 1))) {
+    return Fail(absl::StrCat("--scale-down-quantile ", f.scale_down_quantile,
+                             ": expected a fraction above 0 and at most 1"));
+  }
   std::optional<std::vector<absl::Duration>> seasonal_periods;  // unset: the defaults
   if (!f.seasonal_periods.empty()) {
     seasonal_periods.emplace();
@@ -236,6 +243,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     const std::tuple<const char*, const std::string*, const char*> tessera_flags[] = {
         {"--idle-timeout", &f.idle_timeout, "idleTimeout"},
         {"--scale-down-window", &f.scale_down_window, "scaleDownWindow"},
+        {"--scale-down-quantile", &f.scale_down_quantile, "scaleDownQuantile"},
         {"--seasonal-periods", &f.seasonal_periods, "seasonalPeriods"},
         {"--poll-interval", &f.poll_interval, "prometheus.pollInterval"},
         {"--scaler-backfill", &f.scaler_backfill, "prometheus.backfill"}};
@@ -413,6 +421,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       base.tessera.cold_start = cold_start;
       base.tessera.idle_timeout = idle_timeout;
       base.tessera.scale_down_window = down_window;
+      base.tessera.scale_down_quantile = down_quantile;
       if (seasonal_periods) base.tessera.seasonal_periods = *seasonal_periods;
       base.tessera.max_replicas = opt.max_replicas;
     }
@@ -432,12 +441,12 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     const autoscale::AutoscalePolicy& p = configured->policy;
     std::printf(
         "tessera: service %s of %s (targetQueuePerReplica %g, targetUtilization %g +/- %g, "
-        "replicas %d-%d, idleTimeout %s, scaleDownWindow %s, coldStart %s; deciding every %s as "
-        "its pollInterval says)\n",
+        "replicas %d-%d, idleTimeout %s, scaleDownWindow %s at quantile %g, coldStart %s; "
+        "deciding every %s as its pollInterval says)\n",
         configured->name.c_str(), f.config_file.c_str(), p.target_queue_per_replica,
         p.target_utilization, p.utilization_band, p.min_replicas, p.max_replicas,
         absl::FormatDuration(p.idle_timeout).c_str(),
-        absl::FormatDuration(p.scale_down_window).c_str(),
+        absl::FormatDuration(p.scale_down_window).c_str(), p.scale_down_quantile,
         absl::FormatDuration(p.cold_start).c_str(), absl::FormatDuration(poll).c_str());
   } else if (poll > absl::ZeroDuration()) {
     std::printf("tessera: deciding every %s, as a scaler polling at that interval\n",

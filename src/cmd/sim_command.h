@@ -17,6 +17,7 @@ struct SimAutoscaleFlags {
   int min_replicas = 0;             // tessera, keda-queue (0 = scale to zero); hpa-cpu at least 1
   std::string idle_timeout;         // tessera's idleTimeout; "" = 10m
   std::string scale_down_window;    // tessera's scaleDownWindow; "" = 10m
+  std::string scale_down_quantile;  // tessera's scaleDownQuantile; "" = 1 (the highest)
   // tessera's seasonalPeriods, comma-separated ("1h,24h"), or "none"; "" = the defaults
   std::string seasonal_periods;
   // How often tessera decides, as a running scaler polls; "" = once per HPA sync (15 s), each

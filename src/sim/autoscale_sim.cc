@@ -154,7 +154,8 @@ std::map<std::string, double> PolicySpec::Params() const {
             {"max_replicas", tessera.max_replicas},
             {"idle_timeout_s", absl::ToDoubleSeconds(tessera.idle_timeout)},
             {"cold_start_s", absl::ToDoubleSeconds(tessera.cold_start)},
-            {"scale_down_window_s", absl::ToDoubleSeconds(tessera.scale_down_window)}};
+            {"scale_down_window_s", absl::ToDoubleSeconds(tessera.scale_down_window)},
+            {"scale_down_quantile", tessera.scale_down_quantile}};
   }
   if (kind == "keda-queue") {
     return {{"target_queue_per_replica", keda_target_queue}, {"min_replicas", min_replicas}};

@@ -210,6 +210,17 @@ r = json.load(open(sys.argv[1]))['runs'][0]
 assert r['params']['scale_down_window_s'] == 120, r['params']" "$WORK/window.json"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --scale-down-window soon 2>"$WORK/err" >/dev/null
 check "a bad window is named" grep -q 'scale-down-window soon: expected a duration' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera \
+  --scale-down-window 20m --json "$WORK/highest.json" >/dev/null
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera \
+  --scale-down-window 20m --scale-down-quantile 0.5 --json "$WORK/quantile.json" >"$WORK/quantile.out"
+check "--scale-down-quantile sets tessera's quantile, and holding the median costs less" python3 -c "
+import json, sys
+h, q = (json.load(open(p))['runs'][0] for p in sys.argv[1:3])
+assert h['params']['scale_down_quantile'] == 1 and q['params']['scale_down_quantile'] == 0.5, q
+assert q['gpu_hours'] < h['gpu_hours'], (q, h)" "$WORK/highest.json" "$WORK/quantile.json"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --scale-down-quantile 1.5 2>"$WORK/err" >/dev/null
+check "a quantile above 1 is named" grep -q 'scale-down-quantile 1.5: expected a fraction above 0 and at most 1' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-mode sideways 2>"$WORK/err" >/dev/null
 check "an unknown rate mode is named" grep -q 'rate-mode sideways: expected dense or independent' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --format servegen --rate-mode independent 2>"$WORK/err" >/dev/null
@@ -302,6 +313,9 @@ check "an unknown service is named" grep -q 'service big: not in .*scaler.yaml (
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/scaler.yaml" --service lean \
   --scale-down-window 5m 2>"$WORK/err" >/dev/null
 check "a tessera flag beside --config is refused" grep -q 'scale-down-window with --config: .*set scaleDownWindow there' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/scaler.yaml" --service lean \
+  --scale-down-quantile 0.9 2>"$WORK/err" >/dev/null
+check "so is --scale-down-quantile" grep -q 'scale-down-quantile with --config: .*set scaleDownQuantile there' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/scaler.yaml" --service lean \
   --poll-interval 15s 2>"$WORK/err" >/dev/null
 check "so is --poll-interval (the config's pollInterval applies)" grep -q 'poll-interval with --config: .*set prometheus.pollInterval there' "$WORK/err"

@@ -79,6 +79,7 @@ void DrivePolicy(const uint8_t* data, size_t size) {
   // Seasonal periods short enough for the run (up to ~2 hours) to hold several of them.
   p.seasonal_periods = {absl::Minutes(1 + in.Next() % 12), absl::Minutes(5 + in.Next() % 40)};
   p.seasonal_repeats = 1 + in.Next() % 4;
+  p.scale_down_quantile = (1 + in.Next() % 20) / 20.0;  // 0.05 to 1
   if (!p.Validate().ok()) __builtin_trap();
   AutoscaleState state;
   absl::Time now = absl::FromUnixSeconds(1700000000);

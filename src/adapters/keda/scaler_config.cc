@@ -315,6 +315,7 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
                                          "scaleUpStep",
                                          "scaleUpRatio",
                                          "scaleDownWindow",
+                                         "scaleDownQuantile",
                                          "scaleDownStep",
                                          "scaleDownRatio",
                                          "coldStart",
@@ -406,6 +407,8 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
     TESSERA_ASSIGN_OR_RETURN(p.idle_timeout, ReadDuration(sf.Get("idleTimeout"), p.idle_timeout));
     TESSERA_ASSIGN_OR_RETURN(p.scale_down_window,
                              ReadDuration(sf.Get("scaleDownWindow"), p.scale_down_window));
+    TESSERA_ASSIGN_OR_RETURN(p.scale_down_quantile, ReadNumber(sf.Get("scaleDownQuantile"), 0.01, 1,
+                                                               p.scale_down_quantile));
     TESSERA_ASSIGN_OR_RETURN(p.cold_start, ReadDuration(sf.Get("coldStart"), p.cold_start));
     TESSERA_ASSIGN_OR_RETURN(p.trend_window, ReadDuration(sf.Get("trendWindow"), p.trend_window));
     TESSERA_ASSIGN_OR_RETURN(p.stale_after, ReadDuration(sf.Get("staleAfter"), p.stale_after));

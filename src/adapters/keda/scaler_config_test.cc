@@ -6,6 +6,7 @@
 namespace tessera::adapters {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 TEST(ScalerConfig, TheIssuesExampleAndDefaults) {
@@ -47,6 +48,7 @@ services:
       e->ready_query,
       "sum(kube_deployment_status_replicas_available{namespace=\"search\",deployment=\"embed\"})");
   EXPECT_THAT(e->utilization_query, HasSubstr("DCGM_FI_DEV_GPU_UTIL"));
+  EXPECT_EQ(e->policy.scale_down_quantile, 1);  // the window's highest, as HPA's
 }
 
 TEST(ScalerConfig, ErrorsNameTheLineAndField) {
@@ -75,6 +77,19 @@ TEST(ScalerConfig, ErrorsNameTheLineAndField) {
       err("  - {name: a, server: vllm, deployment: a, minReplicas: 5, maxReplicas: 2}").message(),
       HasSubstr("maxReplicas"));
   EXPECT_FALSE(DecodeScalerConfig("s.yaml", "kind: Fleet\n").ok());
+  EXPECT_THAT(err("  - {name: a, server: vllm, deployment: a, scaleDownQuantile: 0}").message(),
+              AllOf(HasSubstr("s.yaml:5"), HasSubstr("scaleDownQuantile"), HasSubstr("0.01 to 1")));
+}
+
+TEST(ScalerConfig, AScaleDownQuantileIsRead) {
+  absl::StatusOr<ScalerConfig> c = DecodeScalerConfig(
+      "s.yaml",
+      "apiVersion: tessera.io/v1alpha1\nkind: ScalerConfig\nprometheus: {url: 'http://p:9090'}\n"
+      "services:\n  - {name: a, server: vllm, deployment: a, scaleDownWindow: 20m, "
+      "scaleDownQuantile: 0.85}\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->services[0].policy.scale_down_quantile, 0.85);
+  EXPECT_EQ(c->services[0].policy.scale_down_window, absl::Minutes(20));
 }
 
 TEST(ScalerConfig, SeasonalPeriodsAreAListAndAnEmptyOneTurnsTheRuleOff) {

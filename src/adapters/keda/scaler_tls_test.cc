@@ -154,10 +154,9 @@ class SecretVolume {
     const std::string version = absl::StrCat("..version-", ++versions_);
     fs::create_directory(dir + "/" + version, ec);
     for (const auto& [name, source] : files) {
-      if (!ec) fs::copy_file(source, dir + "/" + version + "/" + name, ec);
-      if (!ec && !fs::is_symlink(dir + "/" + name)) {
-        fs::create_symlink("..data/" + name, dir + "/" + name, ec);
-      }
+      const std::string link = absl::StrCat(dir, "/", name);
+      if (!ec) fs::copy_file(source, absl::StrCat(dir, "/", version, "/", name), ec);
+      if (!ec && !fs::is_symlink(link)) fs::create_symlink(absl::StrCat("..data/", name), link, ec);
     }
     if (!ec) fs::create_symlink(version, dir + "/..data_tmp", ec);
     if (!ec) fs::rename(dir + "/..data_tmp", dir + "/..data", ec);

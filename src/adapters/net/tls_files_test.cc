@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 // `parts` concatenated into a new file under the test's temporary directory.
 std::string Join(const std::string& name, std::initializer_list<std::string> parts) {
   static const std::string dir = testing::NewScratchDir("tls-files");
-  const std::string path = dir + "/" + name;
+  std::string path = dir + "/" + name;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   for (const std::string& p : parts) out << p;
   return path;
