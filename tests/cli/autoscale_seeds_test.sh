@@ -59,6 +59,20 @@ for b in blocks:
     ours = [max([r["utilization"] for r in x if r["policy"] == "tessera" and r["slo_attainment"] >= 0.99], default=None) for x in runs]
     assert int(counts.group(2)) == sum(1 for a, c in zip(ours, util) if a is not None and a >= c - 1e-9), (ours, util)
 PY
+python3 "$SEEDS" "$TESSERA" "$WORK/trace.csv" "$WORK/flags" --seeds 1 --rate-scale 4 \
+  --tessera-flags "--scale-down-window 20m --scale-down-quantile 0.5" >"$WORK/flags.txt" 2>&1
+check "--tessera-flags exits 0 and is stated" grep -q "Tessera with --scale-down-window 20m --scale-down-quantile 0.5" "$WORK/flags.txt"
+check "--tessera-flags reach Tessera's runs only" python3 - "$WORK/flags" <<'PY'
+import glob, json, sys
+files = glob.glob(f"{sys.argv[1]}/*.json")
+assert len(files) == 4, files
+for f in files:
+    for r in json.load(open(f))["runs"]:
+        if r["policy"] == "tessera":
+            assert r["params"]["scale_down_quantile"] == 0.5 and r["params"]["scale_down_window_s"] == 1200, r
+        else:
+            assert "scale_down_quantile" not in r["params"], r
+PY
 python3 "$SEEDS" "$TESSERA" "$WORK/missing.csv" "$WORK/out2" --seeds 1 >"$WORK/err.txt" 2>&1
 check "a failing run fails" test $? -ne 0
 check "names the command" grep -q "autoscale-seeds: .*sim autoscale --trace $WORK/missing.csv.*exit 1" "$WORK/err.txt"
