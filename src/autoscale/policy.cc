@@ -128,10 +128,15 @@ double Seasonal(const AutoscalePolicy& p, AutoscaleState& st, absl::Time now, do
 // of them do not exceed (at 1, the highest); 0 for an empty window.
 int WindowHold(const std::deque<std::pair<absl::Time, int>>& window, double quantile) {
   if (window.empty()) return 0;
+  if (quantile >= 1) {  // the default: no copy to take the highest
+    int highest = 0;
+    for (const auto& entry : window) highest = std::max(highest, entry.second);
+    return highest;
+  }
   std::vector<int> counts;
   counts.reserve(window.size());
   for (const auto& entry : window) counts.push_back(entry.second);
-  // The k-th lowest, k = ceil(quantile x n) (at least 1): at 1 the highest, exactly.
+  // The k-th lowest, k = ceil(quantile x n) (at least 1).
   const size_t n = counts.size();
   const size_t k = std::clamp<size_t>(
       static_cast<size_t>(std::ceil(quantile * static_cast<double>(n) - 1e-9)), 1, n);

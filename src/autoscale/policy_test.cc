@@ -28,6 +28,23 @@ Signals At(absl::Time t, double waiting, double running, double ready, double st
   return s;
 }
 
+// The defaults, scaling down by at most 2 a decision (no ratio) to the window's hold.
+AutoscalePolicy DownByTwoAfter(absl::Duration window) {
+  AutoscalePolicy p;
+  p.scale_down_window = window;
+  p.scale_down_step = 2;
+  p.scale_down_ratio = 0;
+  return p;
+}
+
+// The state of a service the scaler has been running at `current` replicas.
+AutoscaleState RunningAt(int current) {
+  AutoscaleState st;
+  st.current = current;
+  st.initialised = true;
+  return st;
+}
+
 // Decides every 5 s for `span` on the same load and expects `replicas` each time; returns the
 // time of the last decision.
 absl::Time ExpectHeldFor(const AutoscalePolicy& p, AutoscaleState& st, absl::Time t,
@@ -72,9 +89,7 @@ TEST(AutoscalePolicy, BatchSizeLearnedFromSaturationNotFromThinLoad) {
   AutoscalePolicy p;
   p.scale_down_window = absl::ZeroDuration();
   p.trend_window = absl::ZeroDuration();  // no projection: the rule alone
-  AutoscaleState st;
-  st.current = 20;
-  st.initialised = true;
+  AutoscaleState st = RunningAt(20);
   st.last_busy = kT0;
   // Before any saturation: 120 running over 20 replicas (6 each) -> 120 / (6 + 4) = 12.
   Decision d = DecideReplicas(p, At(kT0, 0, 120, 20), st, kT0);
@@ -104,13 +119,8 @@ TEST(AutoscalePolicy, UtilisationGuardRailAndBand) {
 }
 
 TEST(AutoscalePolicy, ScaleDownWaitsForTheWindowAndStepsDown) {
-  AutoscalePolicy p;
-  p.scale_down_window = absl::Minutes(3);
-  p.scale_down_step = 2;
-  p.scale_down_ratio = 0;
-  AutoscaleState st;
-  st.current = 10;
-  st.initialised = true;
+  AutoscalePolicy p = DownByTwoAfter(absl::Minutes(3));
+  AutoscaleState st = RunningAt(10);
   absl::Time t = kT0;
   Decision d = DecideReplicas(p, At(t, 40, 160, 10, 0, 0.8), st, t);
   EXPECT_EQ(d.replicas, 10) << d.reason;
@@ -122,22 +132,15 @@ TEST(AutoscalePolicy, ScaleDownWaitsForTheWindowAndStepsDown) {
   EXPECT_THAT(d.reason, HasSubstr("scale down"));
   // With the ratio, steps stay above HPA's 10% tolerance: 25% of 8 is 2, of 40 is 10.
   p.scale_down_ratio = 0.25;
-  AutoscaleState big;
-  big.current = 40;
-  big.initialised = true;
+  AutoscaleState big = RunningAt(40);
   p.scale_down_window = absl::ZeroDuration();
   t += absl::Seconds(5);
   EXPECT_EQ(DecideReplicas(p, At(t, 0, 2, 40, 0, 0.1), big, t).replicas, 30);
 }
 
 TEST(AutoscalePolicy, AQuantileOfTheWindowReleasesABurstButNeverGoesBelowTheDecision) {
-  AutoscalePolicy p;
-  p.scale_down_window = absl::Minutes(10);
-  p.scale_down_step = 2;
-  p.scale_down_ratio = 0;
-  AutoscaleState highest;
-  highest.current = 10;
-  highest.initialised = true;
+  AutoscalePolicy p = DownByTwoAfter(absl::Minutes(10));
+  AutoscaleState highest = RunningAt(10);
   AutoscaleState quantile = highest;
   AutoscalePolicy q = p;
   q.scale_down_quantile = 0.85;
@@ -178,9 +181,7 @@ TEST(AutoscalePolicy, AQuantileOfTheWindowReleasesABurstButNeverGoesBelowTheDeci
 TEST(AutoscalePolicy, TransientBacklogAddsNoReplica) {
   AutoscalePolicy p;
   p.cold_start = absl::Seconds(60);
-  AutoscaleState st;
-  st.current = 4;
-  st.initialised = true;
+  AutoscaleState st = RunningAt(4);
   st.last_waiting = 200;
   // 100 waiting, falling, served at 20/s: drains in 5 s, long before a replica could start.
   Signals s = At(kT0, 100, 64, 4, 0, 0.8);
@@ -334,9 +335,7 @@ TEST(AutoscalePolicy, WarmBaselineIsKept) {
 TEST(AutoscalePolicy, MissingOrStaleDataNeverLowersNorZeroes) {
   AutoscalePolicy p;
   p.stale_after = absl::Seconds(30);
-  AutoscaleState st;
-  st.current = 5;
-  st.initialised = true;
+  AutoscaleState st = RunningAt(5);
   Signals s = At(kT0, 0, 0, 5);
   s.waiting.present = false;
   Decision d = DecideReplicas(p, s, st, kT0);

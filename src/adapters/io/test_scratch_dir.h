@@ -31,8 +31,7 @@ class ScratchDir {
  public:
   // Inside `parent` when given, else in $TMPDIR (or /tmp). Aborts the test process when it
   // cannot be made.
-  explicit ScratchDir(absl::string_view prefix = "test", absl::string_view parent = "")
-      : owner_(getpid()) {
+  explicit ScratchDir(absl::string_view prefix, absl::string_view parent = "") : owner_(getpid()) {
     std::string base(parent);
     if (base.empty()) {
       const char* tmp = getenv("TMPDIR");

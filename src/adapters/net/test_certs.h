@@ -21,11 +21,11 @@ namespace tessera::adapters::testing {
 class TestCerts {
  public:
   explicit TestCerts(const std::string& server_alt_names = "DNS:localhost,IP:127.0.0.1") {
-    std::ofstream(dir_ + "/server.ext")
+    std::ofstream(dir() + "/server.ext")
         << "subjectAltName=" << server_alt_names << "\nextendedKeyUsage=serverAuth\n";
-    std::ofstream(dir_ + "/client.ext") << "extendedKeyUsage=clientAuth\n";
+    std::ofstream(dir() + "/client.ext") << "extendedKeyUsage=clientAuth\n";
     const std::string script = absl::StrCat(
-        "set -e; cd '", dir_, "'; ",
+        "set -e; cd '", dir(), "'; ",
         "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 "
         "-subj /CN=tessera-test-ca; ",
         "openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.crt "
@@ -34,11 +34,11 @@ class TestCerts {
         "openssl req -newkey rsa:2048 -nodes -keyout $who.key -out $who.csr -subj /CN=$who; ",
         "openssl x509 -req -in $who.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out $who.crt "
         "-days 2 -extfile $who.ext; done");
-    std::ofstream(dir_ + "/make.sh") << script << "\n";
+    std::ofstream(dir() + "/make.sh") << script << "\n";
     const std::string command =
-        absl::StrCat("bash '", dir_, "/make.sh' >'", dir_, "/openssl.log' 2>&1");
+        absl::StrCat("bash '", dir(), "/make.sh' >'", dir(), "/openssl.log' 2>&1");
     if (std::system(command.c_str()) != 0) {
-      std::ifstream log(dir_ + "/openssl.log");
+      std::ifstream log(dir() + "/openssl.log");
       error_ = absl::StrCat("openssl failed: ", std::string(std::istreambuf_iterator<char>(log),
                                                             std::istreambuf_iterator<char>()));
     }
@@ -46,16 +46,17 @@ class TestCerts {
 
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }
-  std::string ca() const { return dir_ + "/ca.crt"; }
-  std::string other_ca() const { return dir_ + "/other-ca.crt"; }
-  std::string server_cert() const { return dir_ + "/server.crt"; }
-  std::string server_key() const { return dir_ + "/server.key"; }
-  std::string client_cert() const { return dir_ + "/client.crt"; }
-  std::string client_key() const { return dir_ + "/client.key"; }
+  std::string ca() const { return dir() + "/ca.crt"; }
+  std::string other_ca() const { return dir() + "/other-ca.crt"; }
+  std::string server_cert() const { return dir() + "/server.crt"; }
+  std::string server_key() const { return dir() + "/server.key"; }
+  std::string client_cert() const { return dir() + "/client.crt"; }
+  std::string client_key() const { return dir() + "/client.key"; }
 
  private:
+  const std::string& dir() const { return scratch_.path(); }
+
   ScratchDir scratch_{"pki"};  // removed with the object
-  const std::string dir_ = scratch_.path();
   std::string error_;
 };
 
