@@ -18,6 +18,7 @@ TEST(Mutex, MutexLockExcludesOtherThreads) {
   constexpr int kThreads = 4;
   constexpr int kAdds = 20000;
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&counter] {
       for (int i = 0; i < kAdds; ++i) {

@@ -254,6 +254,7 @@ TEST(AutoscaleSim, IndependentCopiesSpreadABurstThatDenseCopiesStack) {
   ServingModel m;
   // A 100-second trace: one request per second, and a burst of 50 in second 40.
   std::vector<TokenRow> rows;
+  rows.reserve(150);
   for (int i = 0; i < 100; ++i) rows.push_back({i + 0.5, 1000, 10});
   for (int i = 0; i < 50; ++i) rows.push_back({40.25, 1000, 10});
   auto per_second = [](const std::vector<SimRequest>& r) {

@@ -22,6 +22,7 @@ TEST(RoundHalfEven, LikePython) {
 
 std::vector<NodeSpec> Nodes() {
   std::vector<NodeSpec> n;
+  n.reserve(10);
   for (int i = 0; i < 10; ++i) {
     n.push_back({"node-" + std::to_string(i), 64000, 262144, 4, i < 5 ? "G2" : "T4"});
   }
@@ -138,6 +139,7 @@ PodSpec Ask(int64_t cpu, int64_t mem, int num_gpu, int64_t milli) {
 TEST(TraceBench, AccountsEveryFreeShareOnceByWhereItLies) {
   std::vector<NodeSpec> nodes;
   // (absl::StrCat: GCC 12 at -O3 reports a false -Wrestrict in "n" + std::to_string(i).)
+  nodes.reserve(4);
   for (int i = 0; i < 4; ++i) nodes.push_back({absl::StrCat("n", i), 64000, 262144, 4, "G2"});
   placement::gpushare::ClusterState state(nodes);
   // n0: a CPU-only pod leaves 3 cores; n1: one leaves 6 cores and 2 GiB. Both keep 4 GPUs free.

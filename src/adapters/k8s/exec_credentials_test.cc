@@ -316,6 +316,7 @@ TEST(ExecCredentials, KubeClientRunsThePluginOnlyWhenItsTokenIsDueOrRefused) {
   api.Accept("tok-2");
   std::atomic<int> ok_answers{0};
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < 5; ++i) {

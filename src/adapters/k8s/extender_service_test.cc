@@ -2595,6 +2595,7 @@ TEST(Extender, ConcurrentBindsNeverOvercommitAGpu) {
   for (int i = 0; i < kPods; ++i) api.AddPod(SharePod(i, "39Gi", "0.5"));
   std::atomic<int> ok{0}, refused{0}, broken{0};
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
       for (int i = t; i < kPods; i += 8) {

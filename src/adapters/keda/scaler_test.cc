@@ -480,8 +480,8 @@ TEST(Scaler, ARestartedScalerRebuildsTheRecurringLoadFromPrometheus) {
       "     seasonalPeriods: []}\n");
   ASSERT_TRUE(config.ok()) << config.status();
   // Started at 12:27: the job comes at 12:30.
-  const absl::Time started =
-      absl::FromUnixSeconds(1764700000 / 3600 * 3600) + absl::Hours(12) + absl::Minutes(27);
+  const absl::Time started = absl::FromUnixSeconds(int64_t{1764700000} / 3600 * 3600) +
+                             absl::Hours(12) + absl::Minutes(27);
   auto run = [&](HourlyJobSource& prom, SimulatedClock& clock, std::vector<std::string>& log,
                  bool backfill) {
     Scaler scaler(*config, prom, clock, [&](const std::string& line) { log.push_back(line); });

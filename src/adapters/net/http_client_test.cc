@@ -173,7 +173,7 @@ TEST(Fetch, GivesASocks5ProxyTheServersNameToResolve) {
     }
     send(std::string("\x05\x00", 2));
     if (ReadExactly(c, 4, &connect)) {
-      const int type = connect[3];
+      const int type = static_cast<unsigned char>(connect[3]);
       std::string length;
       if (type == 3 && ReadExactly(c, 1, &length)) connect += length;
       const size_t address = type == 3 ? static_cast<unsigned char>(length[0]) : 4;

@@ -135,7 +135,7 @@ TEST(Fetcher, ShardedSafetensorsFromNginxEachByteOnce) {
   std::vector<std::string> shards;
   for (int s = 1; s <= 3; ++s) {
     std::string name = absl::StrCat("model-0000", s, "-of-00003.safetensors");
-    Write(www + "/m/" + name, Safetensors(4, 64 * 1024, s));  // 512 KiB each
+    Write(absl::StrCat(www, "/m/", name), Safetensors(4, int64_t{64} * 1024, s));  // 512 KiB each
     for (int t = 0; t < 4; ++t) index["weight_map"][absl::StrCat("l", s, ".", t)] = name;
     shards.push_back(name);
   }
@@ -151,11 +151,11 @@ TEST(Fetcher, ShardedSafetensorsFromNginxEachByteOnce) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_FALSE(fs::exists(out + ".partial"));
   for (const std::string& name : shards) {
-    EXPECT_EQ(Read(out + "/" + name), Read(www + "/m/" + name)) << name;
-    EXPECT_TRUE(VerifySafetensors(out + "/" + name).ok());
+    EXPECT_EQ(Read(absl::StrCat(out, "/", name)), Read(absl::StrCat(www, "/m/", name))) << name;
+    EXPECT_TRUE(VerifySafetensors(absl::StrCat(out, "/", name)).ok());
     // nginx's access log: every byte of the shard sent exactly once.
     EXPECT_EQ(nginx.BytesServed("/m/" + name),
-              static_cast<int64_t>(fs::file_size(out + "/" + name)))
+              static_cast<int64_t>(fs::file_size(absl::StrCat(out, "/", name))))
         << name;
   }
   // A second fetch finds the directory complete and asks the origin nothing.
@@ -196,8 +196,9 @@ TEST(Fetcher, ManifestChecksumsAndAMismatchIsRefetchedOnceThenAnError) {
   EXPECT_THAT(s.status().message(), HasSubstr("refetched once"));
   EXPECT_FALSE(fs::exists(out2));  // never a directory with a bad file in it
   // a.bin fetched twice (first try and the one refetch), b once then reused from the chunks.
-  EXPECT_LE(origin.bytes - before,
-            2 * 300000 + static_cast<int64_t>(origin.Get("w/sub/b.safetensors").size()) + 1000);
+  EXPECT_LE(
+      origin.bytes - before,
+      int64_t{2} * 300000 + static_cast<int64_t>(origin.Get("w/sub/b.safetensors").size()) + 1000);
 }
 
 TEST(Fetcher, RetriesHonourRetryAfterAndResumeFetchesOnlyWhatIsMissing) {

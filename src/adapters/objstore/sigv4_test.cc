@@ -659,7 +659,7 @@ TEST(S3Source, FetchesAPrefixFromS3rverWithSigV4) {
   absl::StatusOr<S3Location> loc = ParseS3Source("s3://models/llama/");
   ASSERT_TRUE(loc.ok());
   EXPECT_TRUE(loc->path_style);
-  std::string a = Safetensors(4, 64 * 1024, 1), b = Safetensors(2, 32 * 1024, 2);
+  std::string a = Safetensors(4, int64_t{64} * 1024, 1), b = Safetensors(2, int64_t{32} * 1024, 2);
   Put(*loc, "llama/model-00001-of-00002.safetensors", a);
   Put(*loc, "llama/sub dir/model-00002-of-00002.safetensors", b);
   Put(*loc, "other/ignored.bin", "x");

@@ -109,7 +109,7 @@ TEST(Fragmentation, GroupedComputationEqualsTheDefinition) {
     for (int i = 0; i < classes; ++i) {
       const int kind = pick(4);  // CPU-only, shared, whole, multi-GPU
       TaskClass c;
-      c.cpu_milli = 1000 * pick(40);
+      c.cpu_milli = int64_t{1000} * pick(40);
       c.num_gpu = kind == 0 ? 0 : kind == 3 ? 2 + pick(3) : 1;
       c.gpu_milli = kind == 0 ? 0 : kind == 1 ? 50 * (1 + pick(19)) : 1000;
       c.gpu_spec = specs[pick(4)];
@@ -120,7 +120,7 @@ TEST(Fragmentation, GroupedComputationEqualsTheDefinition) {
     ClusterState s({{"a", 64000, 262144, 8, "G2"}, {"b", 32000, 131072, 4, "T4"}});
     for (int node = 0; node < 2; ++node) {
       for (int k = 0; k < 12; ++k) {
-        PodSpec p = Pod(1000 * pick(8), 1, 50 * (1 + pick(19)));
+        PodSpec p = Pod(int64_t{1000} * pick(8), 1, int64_t{50} * (1 + pick(19)));
         std::vector<int> gpus = BestFitGpus(s.node(node), p);
         if (s.Fits(node, p) && !gpus.empty()) s.Assign(node, p, gpus);
       }
@@ -135,7 +135,8 @@ TEST(Fragmentation, IncrementalCountsMatchTheBatchBuildAndStayPerClass) {
   std::vector<PodSpec> pods;
   TaskClassCounts counts;
   for (int i = 0; i < 30000; ++i) {
-    PodSpec p = i % 7 == 0 ? Pod(4000, 2, 1000, {"V100"}) : Pod(1000 * (1 + i % 3), 1, 250);
+    PodSpec p =
+        i % 7 == 0 ? Pod(4000, 2, 1000, {"V100"}) : Pod(int64_t{1000} * (1 + i % 3), 1, 250);
     pods.push_back(p);
     counts.Add(p);
   }
@@ -155,7 +156,7 @@ TEST(Fragmentation, TargetWorkloadTakesPopularKeysTenAtATime) {
   std::vector<PodSpec> pods;
   for (int k = 0; k < 25; ++k) {
     for (int i = 0; i < 100 - 3 * k; ++i) {
-      pods.push_back(Pod(1000 * (k + 1), 1, 100));
+      pods.push_back(Pod(int64_t{1000} * (k + 1), 1, 100));
     }
   }
   TargetWorkload t = BuildTargetWorkload(pods, 0.5, 10);
@@ -217,7 +218,7 @@ TEST(Policies, FgdScoresEquallyFreeGpusOnceAndKeepsTheFirst) {
     TargetWorkload m;
     for (int i = 0, classes = 1 + pick(12); i < classes; ++i) {
       TaskClass c;
-      c.cpu_milli = 1000 * pick(16);
+      c.cpu_milli = int64_t{1000} * pick(16);
       c.num_gpu = 1 + (pick(4) == 0 ? pick(3) : 0);
       c.gpu_milli = c.num_gpu > 1 ? 1000 : 50 * (1 + pick(20));
       c.weight = 1.0 / classes;
@@ -233,7 +234,7 @@ TEST(Policies, FgdScoresEquallyFreeGpusOnceAndKeepsTheFirst) {
     }
     const std::vector<int64_t>& free = s.node(0).gpu_free;
     with_repeats += std::set<int64_t>(free.begin(), free.end()).size() < free.size() ? 1 : 0;
-    PodSpec pod = Pod(1000 * pick(8), 1, 50 * (1 + pick(19)));
+    PodSpec pod = Pod(int64_t{1000} * pick(8), 1, int64_t{50} * (1 + pick(19)));
     if (!s.Fits(0, pod)) continue;
     Choice got = FgdChoice(s, 0, pod, m);
     Choice want = FgdByEveryGpu(s, 0, pod, m);
@@ -248,6 +249,7 @@ TEST(Policies, FgdScoresEquallyFreeGpusOnceAndKeepsTheFirst) {
 TEST(Scheduler, CachedDecisionsEqualAFreshScanAcrossClassesAndOrder) {
   std::mt19937 rng(5);
   std::vector<NodeSpec> nodes;
+  nodes.reserve(24);
   for (int i = 0; i < 24; ++i) {
     nodes.push_back({"n" + std::to_string(i), 32000 + 16000 * (i % 3), 1 << 20, 2 + 2 * (i % 4),
                      i % 5 == 0 ? "T4" : "G2"});
