@@ -250,6 +250,12 @@ int Main(int argc, char** argv) {
   sim_as->add_option("--seed", simf.seed, "Seed for load scaling and synthesis (default 1)");
   sim_as->add_flag("--sweep", simf.sweep,
                    "Run each policy over a grid of its main knob and print the frontier");
+  sim_as->add_option("--recommend", simf.recommend,
+                     "Print tessera's knobs from its --sweep grid that reach this SLO attainment "
+                     "(a fraction: 0.99) for the fewest GPU-hours, as ScalerConfig fields");
+  sim_as->add_option("--holdout", simf.holdout,
+                     "With --recommend: choose on the replay before its last D, then measure the "
+                     "choice and the base knobs on that last D");
   sim_as->add_option("--json", simf.json_file, "Write the runs to this JSON file");
 
   try {

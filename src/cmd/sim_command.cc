@@ -153,6 +153,21 @@ std::string ParamText(const sim::SimResult& r) {
   return text;
 }
 
+// A run's figures as the JSON's "runs" hold them.
+nlohmann::json RunJson(const sim::SimResult& r) {
+  return {{"policy", r.policy},           {"params", r.params},
+          {"gpu_hours", r.gpu_hours},     {"busy_gpu_hours", r.busy_gpu_hours},
+          {"utilization", r.utilization}, {"slo_attainment", r.slo_attainment},
+          {"p50_wait_s", r.p50_wait_s},   {"p99_wait_s", r.p99_wait_s},
+          {"requests", r.requests},       {"over_60s", r.over_60s},
+          {"cold_starts", r.cold_starts}};
+}
+
+std::string Figures(const sim::SimResult& r) {
+  return absl::StrFormat("%.2f GPU-hours, %.1f%% utilisation, %.2f%% SLO", r.gpu_hours,
+                         100 * r.utilization, 100 * r.slo_attainment);
+}
+
 }  // namespace
 
 int RunSimAutoscale(const SimAutoscaleFlags& f) {
@@ -182,6 +197,30 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
                                          !(down_quantile > 0 && down_quantile <= 1))) {
     return Fail(absl::StrCat("--scale-down-quantile ", f.scale_down_quantile,
                              ": expected a fraction above 0 and at most 1"));
+  }
+  double recommend = 0;  // 0: no recommendation asked for
+  if (!f.recommend.empty() &&
+      (!absl::SimpleAtod(f.recommend, &recommend) || !(recommend > 0 && recommend <= 1))) {
+    return Fail(absl::StrCat("--recommend ", f.recommend,
+                             ": expected a fraction above 0 and at most 1 (0.99: 99% of requests "
+                             "wait at most --slo-wait)"));
+  }
+  if (recommend > 0) {
+    const std::vector<std::string> names = absl::StrSplit(f.policies, ',', absl::SkipEmpty());
+    if (std::find(names.begin(), names.end(), "tessera") == names.end()) {
+      return Fail(absl::StrCat("--recommend: needs tessera in --policy (", f.policies,
+                               "): it chooses tessera's knobs"));
+    }
+  }
+  absl::Duration holdout = absl::ZeroDuration();  // 0: choose and measure on the whole replay
+  if (!f.holdout.empty()) {
+    if (recommend == 0) {
+      return Fail("--holdout: needs --recommend (the held-out part measures the knobs it chooses)");
+    }
+    if (!Duration("--holdout", f.holdout, &holdout, &error)) return Fail(error);
+    if (holdout <= absl::ZeroDuration()) {
+      return Fail(absl::StrCat("--holdout ", f.holdout, ": expected more than 0s"));
+    }
   }
   std::optional<std::vector<absl::Duration>> seasonal_periods;  // unset: the defaults
   if (!f.seasonal_periods.empty()) {
@@ -397,8 +436,43 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
                              absl::FormatDuration(absl::Seconds(requests.back().arrival)), ")"));
   }
 
-  const double mean_busy = sim::MeanBusyReplicas(requests, opt.warmup_s);
+  // With --holdout the table and the choice are made on the replay before its last part (as a
+  // replay cut there by --duration would be), and that part is measured after.
+  double cut = 0;
+  std::vector<sim::SimRequest> tuning;
+  const std::vector<sim::SimRequest>* table_requests = &requests;
+  sim::SimOptions table_opt = opt;
+  if (holdout > absl::ZeroDuration()) {
+    const double end = opt.end_s > 0 ? opt.end_s : requests.empty() ? 0 : requests.back().arrival;
+    cut = end - absl::ToDoubleSeconds(holdout);
+    if (cut <= opt.warmup_s) {
+      return Fail(absl::StrCat("--holdout ", f.holdout,
+                               ": leaves nothing to choose on (the replay ends at ",
+                               absl::FormatDuration(absl::Seconds(end)),
+                               opt.warmup_s > 0 ? absl::StrCat(", --warmup ", f.warmup) : "", ")"));
+    }
+    for (const sim::SimRequest& r : requests) {
+      if (r.arrival < cut) tuning.push_back(r);
+    }
+    // As an idle service above: a result (what the floors cost), said to be one of no requests.
+    if (tuning.empty() || tuning.size() == requests.size()) {
+      std::cerr << "tessera sim autoscale: warning: --holdout " << f.holdout
+                << ": no request arrives " << (tuning.empty() ? "before the last " : "in the last ")
+                << f.holdout << " of the replay: "
+                << (tuning.empty() ? "every point attains 100% of none, and the choice is the "
+                                     "cheapest"
+                                   : "the held-out part measures GPU-hours only")
+                << "\n";
+    }
+    table_requests = &tuning;
+    table_opt.end_s = cut;
+  }
+  const double mean_busy = sim::MeanBusyReplicas(*table_requests, table_opt.warmup_s);
   std::vector<sim::SimResult> results;
+  // --recommend: tessera's base knobs and its swept points (index into `results`).
+  sim::PolicySpec tessera_base;
+  std::optional<sim::SimResult> base_result;
+  std::vector<std::pair<sim::PolicySpec, size_t>> candidates;
   for (absl::string_view name : absl::StrSplit(f.policies, ',', absl::SkipEmpty())) {
     sim::PolicySpec base;
     base.kind = std::string(name);
@@ -426,8 +500,15 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       base.tessera.max_replicas = opt.max_replicas;
     }
     if (absl::Status s = base.tessera.Validate(); !s.ok()) return Fail(std::string(s.message()));
-    for (const sim::PolicySpec& spec : Grid(base, f.sweep, mean_busy, opt.max_replicas)) {
-      results.push_back(sim::Simulate(requests, model, opt, spec));
+    const bool choosing = recommend > 0 && base.kind == "tessera";
+    for (const sim::PolicySpec& spec :
+         Grid(base, f.sweep || choosing, mean_busy, opt.max_replicas)) {
+      results.push_back(sim::Simulate(*table_requests, model, table_opt, spec));
+      if (choosing) candidates.emplace_back(spec, results.size() - 1);
+    }
+    if (choosing) {
+      tessera_base = base;
+      base_result = sim::Simulate(*table_requests, model, table_opt, base);
     }
   }
 
@@ -437,6 +518,10 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       independent ? absl::StrFormat(" (%g independent copies)", f.rate_scale).c_str() : "",
       f.cold_start.c_str(), f.slo_wait.c_str(),
       opt.warmup_s > 0 ? absl::StrCat("; measured after a ", f.warmup, " warm-up").c_str() : "");
+  if (cut > 0) {
+    std::printf("runs below on the replay's first %s; its last %s (--holdout) measured after\n",
+                absl::FormatDuration(absl::Seconds(cut)).c_str(), f.holdout.c_str());
+  }
   if (configured) {
     const autoscale::AutoscalePolicy& p = configured->policy;
     std::printf(
@@ -496,26 +581,83 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       std::printf("\n");
     }
   }
+  // --recommend: the fewest GPU-hours among tessera's points that reach the attainment asked.
+  nlohmann::json recommendation;
+  const sim::SimResult* best = nullptr;
+  const sim::SimResult* highest = nullptr;
+  if (recommend > 0) {
+    const sim::PolicySpec* best_spec = nullptr;
+    for (const auto& [spec, i] : candidates) {
+      const sim::SimResult& r = results[i];
+      if (highest == nullptr || r.slo_attainment > highest->slo_attainment) highest = &r;
+      if (r.slo_attainment >= recommend &&
+          (best == nullptr || r.gpu_hours < best->gpu_hours ||
+           (r.gpu_hours == best->gpu_hours && r.slo_attainment > best->slo_attainment))) {
+        best = &r;
+        best_spec = &spec;
+      }
+    }
+    std::printf(
+        "\nrecommendation for >= %g%% SLO attainment (tessera's %zu swept points%s):\n",
+        100 * recommend, candidates.size(),
+        cut > 0 ? absl::StrCat(" on the replay's first ", absl::FormatDuration(absl::Seconds(cut)))
+                      .c_str()
+                : "");
+    recommendation = {{"slo_target", recommend},
+                      {"params", nullptr},
+                      {"chosen", nullptr},
+                      {"base", RunJson(*base_result)}};
+    if (best == nullptr) {
+      std::printf("  none reaches it; the highest: %s, %s; the base knobs (%s): %s\n",
+                  ParamText(*highest).c_str(), Figures(*highest).c_str(),
+                  ParamText(*base_result).c_str(), Figures(*base_result).c_str());
+    } else {
+      recommendation["params"] = best->params;
+      recommendation["chosen"] = RunJson(*best);
+      std::printf("  %s: %s\n  the base knobs (%s): %s\n", ParamText(*best).c_str(),
+                  Figures(*best).c_str(), ParamText(*base_result).c_str(),
+                  Figures(*base_result).c_str());
+      if (cut > 0) {
+        // The whole replay, measured from the cut on: the state at the cut is the one each set
+        // of knobs built up before it, as a scaler rebuilds it from Prometheus.
+        sim::SimOptions held_opt = opt;
+        held_opt.warmup_s = cut;
+        const sim::SimResult chosen = sim::Simulate(requests, model, held_opt, *best_spec);
+        const sim::SimResult base_held = sim::Simulate(requests, model, held_opt, tessera_base);
+        std::printf("  held out, the last %s: the choice %s; the base knobs %s\n",
+                    f.holdout.c_str(), Figures(chosen).c_str(), Figures(base_held).c_str());
+        recommendation["held_out"] = {
+            {"from_s", cut}, {"chosen", RunJson(chosen)}, {"base", RunJson(base_held)}};
+      }
+      const autoscale::AutoscalePolicy& p = best_spec->tessera;
+      std::printf(
+          "  as fields of the service in the scaler's config (kind ScalerConfig), its other "
+          "knobs %s:\n    targetUtilization: %g\n    utilizationBand: %g\n"
+          "    targetQueuePerReplica: %g\n    minReplicas: %d\n",
+          configured ? absl::StrCat("as in ", f.config_file).c_str() : "at their defaults",
+          p.target_utilization, p.utilization_band, p.target_queue_per_replica, p.min_replicas);
+    }
+  }
   if (!f.json_file.empty()) {
     nlohmann::json j;
     j["trace"] = f.trace;
     j["runs"] = nlohmann::json::array();
-    for (const sim::SimResult& r : results) {
-      j["runs"].push_back({{"policy", r.policy},
-                           {"params", r.params},
-                           {"gpu_hours", r.gpu_hours},
-                           {"busy_gpu_hours", r.busy_gpu_hours},
-                           {"utilization", r.utilization},
-                           {"slo_attainment", r.slo_attainment},
-                           {"p50_wait_s", r.p50_wait_s},
-                           {"p99_wait_s", r.p99_wait_s},
-                           {"requests", r.requests},
-                           {"over_60s", r.over_60s},
-                           {"cold_starts", r.cold_starts}});
-    }
+    for (const sim::SimResult& r : results) j["runs"].push_back(RunJson(r));
+    if (recommend > 0) j["recommendation"] = recommendation;
     if (absl::Status s = adapters::WriteFileAtomically(f.json_file, j.dump(1) + "\n"); !s.ok()) {
       return Fail(std::string(s.message()));
     }
+  }
+  if (recommend > 0 && best == nullptr) {
+    return Fail(absl::StrFormat(
+        "--recommend %s: no point of tessera's sweep reaches %g%% (the highest: %.2f%%); the "
+        "load may need more replicas than its ceiling (maxReplicas %d%s), a longer --slo-wait or "
+        "a shorter --cold-start",
+        f.recommend, 100 * recommend, 100 * highest->slo_attainment,
+        tessera_base.tessera.max_replicas,
+        tessera_base.tessera.max_replicas < opt.max_replicas
+            ? absl::StrCat("; the simulator's most is ", opt.max_replicas)
+            : ", the simulator's most"));
   }
   return 0;
 }

@@ -403,4 +403,73 @@ check "a seasonal period of part of a minute is refused" grep -q 'seasonalPeriod
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/scaler.yaml" --service lean \
   --seasonal-periods none 2>"$WORK/err" >/dev/null
 check "--seasonal-periods beside --config is refused" grep -q 'seasonal-periods with --config: .*set seasonalPeriods there' "$WORK/err"
+# --recommend: the cheapest of tessera's swept points that reaches the attainment asked for, its
+# knobs printed as ScalerConfig fields; with --holdout chosen before the last part, measured on it.
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera,keda-queue \
+  --recommend 0.95 --json "$WORK/rec.json" >"$WORK/rec.out" 2>&1
+check "--recommend exits 0 when a point reaches the target" test $? = 0
+check "and prints its knobs as config fields" grep -qE '^    targetQueuePerReplica: [0-9.]+$' "$WORK/rec.out"
+check "the recommendation is the cheapest tessera point reaching the target" python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = [r for r in d['runs'] if r['policy'] == 'tessera']
+assert len(t) == 21, len(t)  # --recommend sweeps tessera even without --sweep
+assert len([r for r in d['runs'] if r['policy'] == 'keda-queue']) == 1  # the others as asked
+rec = d['recommendation']
+assert rec['slo_target'] == 0.95 and 'held_out' not in rec, rec
+ok = [r for r in t if r['slo_attainment'] >= 0.95]
+assert rec['chosen']['gpu_hours'] == min(r['gpu_hours'] for r in ok), rec
+assert rec['chosen']['slo_attainment'] >= 0.95 and rec['params'] == rec['chosen']['params'], rec
+assert rec['base']['params']['target_utilization'] == 0.75, rec['base']
+" "$WORK/rec.json"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera \
+  --recommend 0.95 --holdout 8m --json "$WORK/held.json" >"$WORK/held.out" 2>&1
+check "--holdout measures the choice on the last part" grep -q '^  held out, the last 8m: the choice ' "$WORK/held.out"
+check "after choosing on the part before it" python3 -c "
+import json, sys
+full, held = (json.load(open(p)) for p in sys.argv[1:3])
+rec = held['recommendation']['held_out']
+assert 690 < rec['from_s'] < 720, rec['from_s']  # the last arrival, less 8 minutes
+n = lambda d: [r['requests'] for r in d['runs'] if r['policy'] == 'tessera'][0]
+assert n(held) < n(full), (n(held), n(full))  # the table's runs end at the cut
+assert 0 < rec['chosen']['requests'] < n(full) and rec['base']['requests'] == rec['chosen']['requests'], rec
+" "$WORK/rec.json" "$WORK/held.json"
+# A ceiling of one replica under eight times the load: no point of the sweep reaches 99%.
+cat >"$WORK/one.yaml" <<'YAML'
+apiVersion: tessera.io/v1alpha1
+kind: ScalerConfig
+prometheus: {url: "http://127.0.0.1:9090"}
+services:
+  - {name: one, server: vllm, model: a, deployment: a, maxReplicas: 1}
+YAML
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera \
+  --config "$WORK/one.yaml" --recommend 0.99 --json "$WORK/none.json" >"$WORK/none.out" 2>"$WORK/err"
+check "a target no point reaches exits 1" test $? = 1
+check "naming the highest reached" grep -q 'recommend 0.99: no point of tessera.s sweep reaches 99% (the highest: .*than its ceiling (maxReplicas 1; the simulator.s most is 200)' "$WORK/err"
+check "and printing it beside the base knobs" grep -q '^  none reaches it; the highest: ' "$WORK/none.out"
+check "and still writes the runs, with no choice" python3 -c "
+import json, sys
+rec = json.load(open(sys.argv[1]))['recommendation']
+assert rec['params'] is None and rec['chosen'] is None, rec" "$WORK/none.json"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --recommend 99 2>"$WORK/err" >/dev/null
+check "a target above 1 is named" grep -q 'recommend 99: expected a fraction above 0 and at most 1' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --policy keda-queue --recommend 0.99 2>"$WORK/err" >/dev/null
+check "--recommend needs tessera" grep -q 'recommend: needs tessera in --policy (keda-queue)' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --holdout 5m 2>"$WORK/err" >/dev/null
+check "--holdout needs --recommend" grep -q 'holdout: needs --recommend' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --recommend 0.99 --holdout 1h 2>"$WORK/err" >/dev/null
+check "a holdout longer than the replay is refused" grep -q 'holdout 1h: leaves nothing to choose on (the replay ends at ' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/scaler.yaml" --service lean \
+  --recommend 0.9 >"$WORK/cfg-rec.out" 2>&1
+check "with --config the other knobs are the config's" grep -q "its other knobs as in .*scaler.yaml" "$WORK/cfg-rec.out"
+# A held-out part with no request in it (the client went quiet) is measured, with a warning.
+printf '0,1,1,Gamma,1,1\r\n600,1,1,Gamma,1,1\r\n1200,1,1,Gamma,1,1\r\n1800,0,0,,0,0\r\n2400,0,0,,0,0\r\n3000,0,0,,0,0\r\n' >"$WORK/quiet.csv"
+"$TESSERA" sim autoscale --trace "$WORK/quiet.csv" --format servegen --policy tessera \
+  --recommend 0.9 --holdout 30m --json "$WORK/quiet.json" >/dev/null 2>"$WORK/err"
+check "a quiet held-out part still exits 0" test $? = 0
+check "warning that it measures GPU-hours only" grep -q 'warning: --holdout 30m: no request arrives in the last 30m of the replay: the held-out part measures GPU-hours only' "$WORK/err"
+check "and its GPU-hours are measured" python3 -c "
+import json, sys
+h = json.load(open(sys.argv[1]))['recommendation']['held_out']
+assert h['from_s'] == 1800 and h['chosen']['requests'] == 0 and h['base']['gpu_hours'] >= 0, h" "$WORK/quiet.json"
 finish sim_autoscale_test
