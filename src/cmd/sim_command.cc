@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <tuple>
 
@@ -24,6 +25,17 @@ namespace {
 int Fail(const std::string& message) {
   std::cerr << "tessera sim autoscale: " << message << "\n";
   return 1;
+}
+
+// `text` as a fraction above 0 and at most 1 into `*out`; "" leaves `*out` as it is.
+bool Fraction(const std::string& flag, const std::string& text, const char* example, double* out,
+              std::string* error) {
+  if (text.empty()) return true;
+  if (!absl::SimpleAtod(text, out) || !(*out > 0 && *out <= 1)) {
+    *error = absl::StrCat(flag, " ", text, ": expected a fraction above 0 and at most 1", example);
+    return false;
+  }
+  return true;
 }
 
 bool Duration(const std::string& flag, const std::string& text, absl::Duration* out,
@@ -193,17 +205,11 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
                              " (the simulator's most replicas)"));
   }
   double down_quantile = 1;
-  if (!f.scale_down_quantile.empty() && (!absl::SimpleAtod(f.scale_down_quantile, &down_quantile) ||
-                                         !(down_quantile > 0 && down_quantile <= 1))) {
-    return Fail(absl::StrCat("--scale-down-quantile ", f.scale_down_quantile,
-                             ": expected a fraction above 0 and at most 1"));
-  }
   double recommend = 0;  // 0: no recommendation asked for
-  if (!f.recommend.empty() &&
-      (!absl::SimpleAtod(f.recommend, &recommend) || !(recommend > 0 && recommend <= 1))) {
-    return Fail(absl::StrCat("--recommend ", f.recommend,
-                             ": expected a fraction above 0 and at most 1 (0.99: 99% of requests "
-                             "wait at most --slo-wait)"));
+  if (!Fraction("--scale-down-quantile", f.scale_down_quantile, "", &down_quantile, &error) ||
+      !Fraction("--recommend", f.recommend, " (0.99: 99% of requests wait at most --slo-wait)",
+                &recommend, &error)) {
+    return Fail(error);
   }
   if (recommend > 0) {
     const std::vector<std::string> names = absl::StrSplit(f.policies, ',', absl::SkipEmpty());
@@ -507,8 +513,14 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       if (choosing) candidates.emplace_back(spec, results.size() - 1);
     }
     if (choosing) {
+      // The base knobs are usually one of the sweep's points (the defaults are): that run, else
+      // their own.
       tessera_base = base;
-      base_result = sim::Simulate(*table_requests, model, table_opt, base);
+      const std::map<std::string, double> knobs = base.Params();
+      for (const auto& [spec, i] : candidates) {
+        if (spec.Params() == knobs) base_result = results[i];
+      }
+      if (!base_result) base_result = sim::Simulate(*table_requests, model, table_opt, base);
     }
   }
 
@@ -623,7 +635,10 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
         sim::SimOptions held_opt = opt;
         held_opt.warmup_s = cut;
         const sim::SimResult chosen = sim::Simulate(requests, model, held_opt, *best_spec);
-        const sim::SimResult base_held = sim::Simulate(requests, model, held_opt, tessera_base);
+        const sim::SimResult base_held =
+            best_spec->Params() == tessera_base.Params()
+                ? chosen
+                : sim::Simulate(requests, model, held_opt, tessera_base);
         std::printf("  held out, the last %s: the choice %s; the base knobs %s\n",
                     f.holdout.c_str(), Figures(chosen).c_str(), Figures(base_held).c_str());
         recommendation["held_out"] = {
