@@ -251,8 +251,10 @@ int Main(int argc, char** argv) {
   sim_as->add_flag("--sweep", simf.sweep,
                    "Run each policy over a grid of its main knob and print the frontier");
   sim_as->add_option("--recommend", simf.recommend,
-                     "Print tessera's knobs from its --sweep grid that reach this SLO attainment "
-                     "(a fraction: 0.99) for the fewest GPU-hours, as ScalerConfig fields");
+                     "Print tessera's knobs that reach this SLO attainment (a fraction: 0.99) "
+                     "for the fewest GPU-hours, as ScalerConfig fields: from its --sweep grid, "
+                     "then scale-down windows and quantiles around the cheapest (one holding "
+                     "less must reach it on each half of the replay too)");
   sim_as->add_option("--holdout", simf.holdout,
                      "With --recommend: choose on the replay before its last D, then measure the "
                      "choice and the base knobs on that last D");
