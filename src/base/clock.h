@@ -50,5 +50,8 @@ class SimulatedClock final : public Clock {
 
 // CPU time this process has used, in seconds (for benchmarks that report CPU cost).
 double ProcessCpuSeconds();
+// CPU time the calling thread has used, in seconds (the cost of work run beside other work on
+// other threads).
+double ThreadCpuSeconds();
 
 }  // namespace tessera

@@ -1,5 +1,8 @@
 #include "base/clock.h"
 
+#include <cstdint>
+#include <thread>
+
 #include "gtest/gtest.h"
 
 namespace tessera {
@@ -35,6 +38,25 @@ TEST(RealClock, Monotone) {
   }
   // The real clock is after 2020: it is reading the wall clock, not a constant.
   EXPECT_GT(prev, absl::FromUnixSeconds(1577836800));
+}
+
+// Spins until the calling thread has used `seconds` of CPU by ThreadCpuSeconds (or 10^9 steps).
+double SpinThreadCpu(double seconds) {
+  const double start = ThreadCpuSeconds();
+  volatile double sink = 0;
+  for (int64_t i = 0; i < 1000000000 && ThreadCpuSeconds() - start < seconds; ++i) sink = sink + 1;
+  return ThreadCpuSeconds() - start;
+}
+
+TEST(ThreadCpuSeconds, CountsThisThreadsWorkNotAnothers) {
+  EXPECT_GE(SpinThreadCpu(0.02), 0.02);
+  // Another thread's work is not this one's: while it spins, this one waits on the join.
+  const double before = ThreadCpuSeconds();
+  double other = 0;
+  std::thread t([&] { other = SpinThreadCpu(0.05); });
+  t.join();
+  EXPECT_GE(other, 0.05);
+  EXPECT_LT(ThreadCpuSeconds() - before, 0.04);
 }
 
 }  // namespace

@@ -248,6 +248,9 @@ int Main(int argc, char** argv) {
                      "Replay but do not measure the trace's first D (default 0s): every policy "
                      "starts from its floor of replicas, idle");
   sim_as->add_option("--seed", simf.seed, "Seed for load scaling and synthesis (default 1)");
+  sim_as->add_option("--jobs", simf.jobs,
+                     "Runs simulated at once, each on its own thread (default 0: one per hardware "
+                     "thread); the results do not depend on it");
   sim_as->add_flag("--sweep", simf.sweep,
                    "Run each policy over a grid of its main knob and print the frontier");
   sim_as->add_option("--recommend", simf.recommend,

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <thread>
 #include <tuple>
 
 #include "absl/strings/numbers.h"
@@ -216,6 +217,11 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   if (duration <= absl::ZeroDuration()) {
     return Fail(absl::StrCat("--duration ", f.duration, ": expected more than 0s"));
   }
+  if (f.jobs < 0) {
+    return Fail(absl::StrCat("--jobs ", f.jobs, ": expected 0 (one per hardware thread) or more"));
+  }
+  const int jobs =
+      f.jobs > 0 ? f.jobs : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
   if (const int most = sim::SimOptions().max_replicas;
       f.min_replicas < 0 || f.min_replicas > most) {
     return Fail(absl::StrCat("--min-replicas ", f.min_replicas, ": expected 0 to ", most,
@@ -496,6 +502,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   sim::PolicySpec tessera_base;
   std::optional<sim::SimResult> base_result;
   std::vector<std::pair<sim::PolicySpec, size_t>> candidates;
+  std::vector<sim::PolicySpec> specs;  // every policy's runs, in --policy order
   int refined = 0;  // of the candidates, the window and quantile tried around the grid's choice
   int refined_rejected = 0;  // of those cheaper than the grid's choice, missing a half's target
   for (absl::string_view name : absl::StrSplit(f.policies, ',', absl::SkipEmpty())) {
@@ -528,50 +535,59 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     const bool choosing = recommend > 0 && base.kind == "tessera";
     for (const sim::PolicySpec& spec :
          Grid(base, f.sweep || choosing, mean_busy, opt.max_replicas)) {
-      results.push_back(sim::Simulate(*table_requests, model, table_opt, spec));
-      if (choosing) candidates.emplace_back(spec, results.size() - 1);
+      if (choosing) candidates.emplace_back(spec, specs.size());
+      specs.push_back(spec);
     }
-    if (choosing) {
-      // Then how long the chosen point holds a burst's replicas: the scale-down window and its
-      // quantile around the cheapest point reaching the target (or the highest, when none does).
-      // The grid's points all hold as the base knobs do (by default the window's highest); on a
-      // load that many independent users smooth, holding less of it is cheaper, on one whose bursts
-      // return within the window it is dearer (docs/autoscaling.md, "Holding a quantile of the
-      // window"), so it is measured, not assumed.
-      const sim::PolicySpec* pick = nullptr;
-      const sim::SimResult* pick_result = nullptr;
-      for (const auto& [spec, i] : candidates) {
-        const sim::SimResult& r = results[i];
-        const bool reaches = r.slo_attainment >= recommend;
-        const bool pick_reaches =
-            pick_result != nullptr && pick_result->slo_attainment >= recommend;
-        if (pick == nullptr || (reaches && !pick_reaches) ||
-            (reaches && r.gpu_hours < pick_result->gpu_hours) ||
-            (!reaches && !pick_reaches && r.slo_attainment > pick_result->slo_attainment)) {
-          pick = &spec;
-          pick_result = &r;
-        }
+    if (choosing) tessera_base = base;
+  }
+  // Every run is independent of the others: all of them at once, on up to --jobs threads.
+  results = sim::SimulateAll(*table_requests, model, table_opt, specs, jobs);
+  if (!candidates.empty()) {
+    // Then how long the chosen point holds a burst's replicas: the scale-down window and its
+    // quantile around the cheapest point reaching the target (or the highest, when none does).
+    // The grid's points all hold as the base knobs do (by default the window's highest); on a
+    // load that many independent users smooth, holding less of it is cheaper, on one whose bursts
+    // return within the window it is dearer (docs/autoscaling.md, "Holding a quantile of the
+    // window"), so it is measured, not assumed.
+    const sim::PolicySpec* pick = nullptr;
+    const sim::SimResult* pick_result = nullptr;
+    for (const auto& [spec, i] : candidates) {
+      const sim::SimResult& r = results[i];
+      const bool reaches = r.slo_attainment >= recommend;
+      const bool pick_reaches = pick_result != nullptr && pick_result->slo_attainment >= recommend;
+      if (pick == nullptr || (reaches && !pick_reaches) ||
+          (reaches && r.gpu_hours < pick_result->gpu_hours) ||
+          (!reaches && !pick_reaches && r.slo_attainment > pick_result->slo_attainment)) {
+        pick = &spec;
+        pick_result = &r;
       }
-      const sim::PolicySpec around = *pick;
-      for (absl::Duration window : kRefinedWindows) {
-        for (double quantile : kRefinedQuantiles) {
-          sim::PolicySpec s = around;
-          s.tessera.scale_down_window = window;
-          s.tessera.scale_down_quantile = quantile;
-          if (s.Params() == around.Params()) continue;
-          results.push_back(sim::Simulate(*table_requests, model, table_opt, s));
-          candidates.emplace_back(s, results.size() - 1);
-          ++refined;
-        }
+    }
+    const sim::PolicySpec around = *pick;
+    std::vector<sim::PolicySpec> holds;
+    for (absl::Duration window : kRefinedWindows) {
+      for (double quantile : kRefinedQuantiles) {
+        sim::PolicySpec s = around;
+        s.tessera.scale_down_window = window;
+        s.tessera.scale_down_quantile = quantile;
+        if (s.Params() != around.Params()) holds.push_back(s);
       }
-      // The base knobs are usually one of the sweep's points (the defaults are): that run, else
-      // their own.
-      tessera_base = base;
-      const std::map<std::string, double> knobs = base.Params();
-      for (const auto& [spec, i] : candidates) {
-        if (spec.Params() == knobs) base_result = results[i];
-      }
-      if (!base_result) base_result = sim::Simulate(*table_requests, model, table_opt, base);
+    }
+    std::vector<sim::SimResult> held =
+        sim::SimulateAll(*table_requests, model, table_opt, holds, jobs);
+    // Listed right after tessera's grid (candidates index only tessera's runs, all before it).
+    const size_t at = candidates.back().second + 1;
+    for (size_t k = 0; k < holds.size(); ++k) candidates.emplace_back(holds[k], at + k);
+    results.insert(results.begin() + static_cast<std::ptrdiff_t>(at),
+                   std::make_move_iterator(held.begin()), std::make_move_iterator(held.end()));
+    refined = static_cast<int>(holds.size());
+    // The base knobs are usually one of the sweep's points (the defaults are): that run, else
+    // their own.
+    const std::map<std::string, double> knobs = tessera_base.Params();
+    for (const auto& [spec, i] : candidates) {
+      if (spec.Params() == knobs) base_result = results[i];
+    }
+    if (!base_result) {
+      base_result = sim::Simulate(*table_requests, model, table_opt, tessera_base);
     }
   }
 
@@ -736,11 +752,13 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
         // of knobs built up before it, as a scaler rebuilds it from Prometheus.
         sim::SimOptions held_opt = opt;
         held_opt.warmup_s = cut;
-        const sim::SimResult chosen = sim::Simulate(requests, model, held_opt, *best_spec);
-        const sim::SimResult base_held =
-            best_spec->Params() == tessera_base.Params()
-                ? chosen
-                : sim::Simulate(requests, model, held_opt, tessera_base);
+        const bool same = best_spec->Params() == tessera_base.Params();
+        std::vector<sim::PolicySpec> both = {*best_spec};
+        if (!same) both.push_back(tessera_base);
+        const std::vector<sim::SimResult> runs =
+            sim::SimulateAll(requests, model, held_opt, both, jobs);
+        const sim::SimResult& chosen = runs[0];
+        const sim::SimResult& base_held = same ? runs[0] : runs[1];
         std::printf("  held out, the last %s: the choice %s; the base knobs %s\n",
                     f.holdout.c_str(), Figures(chosen).c_str(), Figures(base_held).c_str());
         recommendation["held_out"] = {

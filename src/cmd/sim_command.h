@@ -39,6 +39,8 @@ struct SimAutoscaleFlags {
   std::string warmup = "0s";  // drives the policies, not measured
   uint64_t seed = 1;
   bool sweep = false;
+  // Runs simulated at once (each on its own thread); 0: one per hardware thread.
+  int jobs = 0;
   // tessera's knobs that reach this SLO attainment (a fraction) for the fewest GPU-hours over its
   // --sweep grid, printed as ScalerConfig fields; "" = none asked. With `holdout` (a duration),
   // chosen on the replay before its last `holdout` and then measured on that last part.

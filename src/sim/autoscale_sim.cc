@@ -1,9 +1,11 @@
 #include "sim/autoscale_sim.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <thread>
 
 #include "base/clock.h"
 #include "base/random.h"
@@ -265,7 +267,7 @@ std::vector<int> ClairvoyantPlan(const std::vector<SimRequest>& requests, double
 
 SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& model,
                    const SimOptions& opt, const PolicySpec& spec) {
-  double cpu_start = ProcessCpuSeconds();
+  double cpu_start = ThreadCpuSeconds();
   SimResult res;
   res.policy = spec.kind;
   res.params = spec.Params();
@@ -576,8 +578,27 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   res.over_60s = res.requests - waits.AtMost(60);
   res.cold_starts = cold_starts;
   res.peak_replicas = peak;
-  res.cpu_seconds = ProcessCpuSeconds() - cpu_start;
+  res.cpu_seconds = ThreadCpuSeconds() - cpu_start;
   return res;
+}
+
+std::vector<SimResult> SimulateAll(const std::vector<SimRequest>& requests,
+                                   const ServingModel& model, const SimOptions& options,
+                                   const std::vector<PolicySpec>& policies, int jobs) {
+  std::vector<SimResult> out(policies.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < policies.size(); i = next++) {
+      out[i] = Simulate(requests, model, options, policies[i]);
+    }
+  };
+  const size_t threads = std::min(policies.size(), static_cast<size_t>(std::max(jobs, 1)));
+  std::vector<std::thread> pool;
+  pool.reserve(threads > 0 ? threads - 1 : 0);
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();  // this thread takes its share too
+  for (std::thread& t : pool) t.join();
+  return out;
 }
 
 }  // namespace tessera::sim

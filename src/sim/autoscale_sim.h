@@ -159,6 +159,13 @@ struct SimResult {
 SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& model,
                    const SimOptions& options, const PolicySpec& policy);
 
+// Simulate for each of `policies`, on up to `jobs` threads at once (each run is independent of
+// the others): the results in the order of `policies`, the same as running them one by one
+// (each run's cpu_seconds is its own thread's).
+std::vector<SimResult> SimulateAll(const std::vector<SimRequest>& requests,
+                                   const ServingModel& model, const SimOptions& options,
+                                   const std::vector<PolicySpec>& policies, int jobs);
+
 // The fluid lower bound on replicas over the measured span: the work of the requests arriving at
 // or after `warmup_s`, over the time from then to the last arrival (0 when nothing is measured).
 double MeanBusyReplicas(const std::vector<SimRequest>& requests, double warmup_s);

@@ -1,5 +1,7 @@
 #include "sim/autoscale_sim.h"
 
+#include <algorithm>
+
 #include "adapters/trace/llm_traces.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -238,6 +240,48 @@ TEST(AutoscaleSim, ClairvoyantMeetsTheSloWhereReactivePoliciesMeetTheColdStart) 
   t.kind = "tessera";
   SimResult reactive = Simulate(reqs, m, o, t);
   EXPECT_LT(reactive.slo_attainment, r.slo_attainment);
+}
+
+TEST(AutoscaleSim, SimulateAllOnThreadsGivesTheRunsOneByOneInOrder) {
+  ServingModel m;
+  SimOptions o;
+  std::vector<SimRequest> reqs = Steady(900, 0.5, 0.5);
+  for (double t = 300; t < 420; t += 0.1) reqs.push_back({t, 0.5, 0.001});
+  std::sort(reqs.begin(), reqs.end(),
+            [](const SimRequest& a, const SimRequest& b) { return a.arrival < b.arrival; });
+  std::vector<PolicySpec> specs;
+  for (const char* kind : {"tessera", "keda-queue", "hpa-cpu", "clairvoyant"}) {
+    PolicySpec p;
+    p.kind = kind;
+    specs.push_back(p);
+  }
+  specs.push_back(Fixed(2));
+  specs.push_back(Fixed(6));
+  PolicySpec slow;
+  slow.kind = "tessera";
+  slow.tessera.scale_down_window = absl::Minutes(2);
+  specs.push_back(slow);
+  auto same = [](const SimResult& a, const SimResult& b) {
+    return a.policy == b.policy && a.params == b.params && a.gpu_hours == b.gpu_hours &&
+           a.slo_attainment == b.slo_attainment && a.p99_wait_s == b.p99_wait_s &&
+           a.cold_starts == b.cold_starts && a.peak_replicas == b.peak_replicas &&
+           a.requests == b.requests;
+  };
+  std::vector<SimResult> one_by_one;
+  one_by_one.reserve(specs.size());
+  for (const PolicySpec& p : specs) one_by_one.push_back(Simulate(reqs, m, o, p));
+  // More threads than runs, fewer, and none asked for (at least one runs).
+  for (int jobs : {3, 16, 0}) {
+    std::vector<SimResult> all = SimulateAll(reqs, m, o, specs, jobs);
+    ASSERT_EQ(all.size(), specs.size()) << jobs;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      EXPECT_TRUE(same(all[i], one_by_one[i])) << "jobs " << jobs << ", run " << i;
+      EXPECT_GT(all[i].cpu_seconds, 0) << i;
+    }
+  }
+  EXPECT_TRUE(SimulateAll(reqs, m, o, {}, 4).empty());
+  // The runs differ from each other, so an order mixed up would show.
+  EXPECT_NE(one_by_one[4].gpu_hours, one_by_one[5].gpu_hours);
 }
 
 TEST(AutoscaleSim, RateScaleMultipliesRequests) {

@@ -540,4 +540,21 @@ check "and its GPU-hours are measured" python3 -c "
 import json, sys
 h = json.load(open(sys.argv[1]))['recommendation']['held_out']
 assert h['from_s'] == 1800 and h['chosen']['requests'] == 0 and h['base']['gpu_hours'] >= 0, h" "$WORK/quiet.json"
+# --jobs: the runs on several threads are the runs one by one (the simulator's own CPU seconds
+# aside), in the same order.
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 4 --policy tessera,keda-queue,fixed \
+  --sweep --recommend 0.95 --jobs 1 --json "$WORK/jobs1.json" >"$WORK/jobs1.out"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 4 --policy tessera,keda-queue,fixed \
+  --sweep --recommend 0.95 --jobs 3 --json "$WORK/jobs3.json" >"$WORK/jobs3.out"
+check "--jobs 3 prints what --jobs 1 does" cmp -s "$WORK/jobs1.out" "$WORK/jobs3.out"
+check "and writes the same runs" python3 -c "
+import json, sys
+def strip(x):
+    if isinstance(x, dict):
+        return {k: strip(v) for k, v in x.items() if k != 'cpu_seconds'}
+    return [strip(v) for v in x] if isinstance(x, list) else x
+a, b = (strip(json.load(open(p))) for p in sys.argv[1:3])
+assert a == b and len(a['runs']) > 40, len(a['runs'])" "$WORK/jobs1.json" "$WORK/jobs3.json"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --jobs -1 2>"$WORK/err" >/dev/null
+check "a negative --jobs is refused" grep -q 'jobs -1: expected 0 (one per hardware thread) or more' "$WORK/err"
 finish sim_autoscale_test
