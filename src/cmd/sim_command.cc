@@ -193,6 +193,32 @@ nlohmann::json RunJson(const sim::SimResult& r) {
           {"cold_starts", r.cold_starts}};
 }
 
+// For --recommend, among candidates[from, to) (each a spec and its index into `results`): the
+// position of the cheapest run reaching `target` (ties: the higher attainment), and of the highest
+// attainment; nullopt where there is none.
+struct Choice {
+  std::optional<size_t> cheapest;
+  std::optional<size_t> highest;
+};
+Choice Choose(const std::vector<sim::SimResult>& results,
+              const std::vector<std::pair<sim::PolicySpec, size_t>>& candidates, size_t from,
+              size_t to, double target) {
+  Choice c;
+  for (size_t k = from; k < to; ++k) {
+    const sim::SimResult& r = results[candidates[k].second];
+    if (!c.highest || r.slo_attainment > results[candidates[*c.highest].second].slo_attainment) {
+      c.highest = k;
+    }
+    if (r.slo_attainment < target) continue;
+    const sim::SimResult* best = c.cheapest ? &results[candidates[*c.cheapest].second] : nullptr;
+    if (best == nullptr || r.gpu_hours < best->gpu_hours ||
+        (r.gpu_hours == best->gpu_hours && r.slo_attainment > best->slo_attainment)) {
+      c.cheapest = k;
+    }
+  }
+  return c;
+}
+
 std::string Figures(const sim::SimResult& r) {
   return absl::StrFormat("%.2f GPU-hours, %.1f%% utilisation, %.2f%% SLO", r.gpu_hours,
                          100 * r.utilization, 100 * r.slo_attainment);
@@ -503,7 +529,8 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   std::optional<sim::SimResult> base_result;
   std::vector<std::pair<sim::PolicySpec, size_t>> candidates;
   std::vector<sim::PolicySpec> specs;  // every policy's runs, in --policy order
-  int refined = 0;  // of the candidates, the window and quantile tried around the grid's choice
+  Choice grid_choice;  // among tessera's grid points (the candidates before the holds)
+  int refined = 0;     // of the candidates, the window and quantile tried around the grid's choice
   int refined_rejected = 0;  // of those cheaper than the grid's choice, missing a half's target
   for (absl::string_view name : absl::StrSplit(f.policies, ',', absl::SkipEmpty())) {
     sim::PolicySpec base;
@@ -549,20 +576,9 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     // load that many independent users smooth, holding less of it is cheaper, on one whose bursts
     // return within the window it is dearer (docs/autoscaling.md, "Holding a quantile of the
     // window"), so it is measured, not assumed.
-    const sim::PolicySpec* pick = nullptr;
-    const sim::SimResult* pick_result = nullptr;
-    for (const auto& [spec, i] : candidates) {
-      const sim::SimResult& r = results[i];
-      const bool reaches = r.slo_attainment >= recommend;
-      const bool pick_reaches = pick_result != nullptr && pick_result->slo_attainment >= recommend;
-      if (pick == nullptr || (reaches && !pick_reaches) ||
-          (reaches && r.gpu_hours < pick_result->gpu_hours) ||
-          (!reaches && !pick_reaches && r.slo_attainment > pick_result->slo_attainment)) {
-        pick = &spec;
-        pick_result = &r;
-      }
-    }
-    const sim::PolicySpec around = *pick;
+    grid_choice = Choose(results, candidates, 0, candidates.size(), recommend);
+    const sim::PolicySpec around =
+        candidates[grid_choice.cheapest ? *grid_choice.cheapest : *grid_choice.highest].first;
     std::vector<sim::PolicySpec> holds;
     for (absl::Duration window : kRefinedWindows) {
       for (double quantile : kRefinedQuantiles) {
@@ -669,17 +685,19 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   const sim::SimResult* best = nullptr;
   const sim::SimResult* highest = nullptr;
   if (recommend > 0) {
-    const sim::PolicySpec* best_spec = nullptr;
+    // The grid's choice, or a hold around it that is cheaper and passes the halves' check.
     const size_t grid_points = candidates.size() - refined;
-    for (size_t k = 0; k < grid_points; ++k) {
-      const sim::SimResult& r = results[candidates[k].second];
-      if (highest == nullptr || r.slo_attainment > highest->slo_attainment) highest = &r;
-      if (r.slo_attainment >= recommend &&
-          (best == nullptr || r.gpu_hours < best->gpu_hours ||
-           (r.gpu_hours == best->gpu_hours && r.slo_attainment > best->slo_attainment))) {
-        best = &r;
-        best_spec = &candidates[k].first;
-      }
+    const Choice holds_choice =
+        Choose(results, candidates, grid_points, candidates.size(), recommend);
+    const sim::PolicySpec* best_spec = nullptr;
+    if (grid_choice.cheapest) {
+      best = &results[candidates[*grid_choice.cheapest].second];
+      best_spec = &candidates[*grid_choice.cheapest].first;
+    }
+    highest = &results[candidates[*grid_choice.highest].second];
+    if (holds_choice.highest && results[candidates[*holds_choice.highest].second].slo_attainment >
+                                    highest->slo_attainment) {
+      highest = &results[candidates[*holds_choice.highest].second];
     }
     // A window or quantile that holds less than the grid's choice replaces it only when it also
     // reaches the target on each half of the span on its own: holding less is cheaper by
@@ -691,18 +709,9 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
                             : table_requests->empty() ? span_start
                                                       : table_requests->back().arrival;
     const double mid = (span_start + span_end) / 2;
-    std::vector<sim::SimRequest> first_half;
-    for (const sim::SimRequest& r : *table_requests) {
-      if (r.arrival < mid) first_half.push_back(r);
-    }
-    sim::SimOptions first_opt = table_opt;
-    first_opt.end_s = mid;
-    sim::SimOptions second_opt = table_opt;
-    second_opt.warmup_s = mid;
-    std::vector<size_t> order;
+    std::vector<size_t> order;  // the holds to check, cheapest first
     for (size_t k = grid_points; k < candidates.size(); ++k) {
       const sim::SimResult& r = results[candidates[k].second];
-      if (highest == nullptr || r.slo_attainment > highest->slo_attainment) highest = &r;
       if (r.slo_attainment >= recommend && (best == nullptr || r.gpu_hours < best->gpu_hours)) {
         order.push_back(k);
       }
@@ -710,16 +719,26 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       return results[candidates[a].second].gpu_hours < results[candidates[b].second].gpu_hours;
     });
-    for (size_t k : order) {
-      const sim::PolicySpec& spec = candidates[k].first;
-      const sim::SimResult first = sim::Simulate(first_half, model, first_opt, spec);
-      const sim::SimResult second = sim::Simulate(*table_requests, model, second_opt, spec);
-      if (first.slo_attainment >= recommend && second.slo_attainment >= recommend) {
-        best = &results[candidates[k].second];
-        best_spec = &spec;
-        break;
+    if (!order.empty()) {
+      std::vector<sim::SimRequest> first_half;  // only when there is a hold to check: a copy
+      for (const sim::SimRequest& r : *table_requests) {
+        if (r.arrival < mid) first_half.push_back(r);
       }
-      ++refined_rejected;
+      sim::SimOptions first_opt = table_opt;
+      first_opt.end_s = mid;
+      sim::SimOptions second_opt = table_opt;
+      second_opt.warmup_s = mid;
+      for (size_t k : order) {
+        const sim::PolicySpec& spec = candidates[k].first;
+        const sim::SimResult first = sim::Simulate(first_half, model, first_opt, spec);
+        const sim::SimResult second = sim::Simulate(*table_requests, model, second_opt, spec);
+        if (first.slo_attainment >= recommend && second.slo_attainment >= recommend) {
+          best = &results[candidates[k].second];
+          best_spec = &spec;
+          break;
+        }
+        ++refined_rejected;
+      }
     }
     std::printf(
         "\nrecommendation for >= %g%% SLO attainment (tessera's %zu swept points, then %d "
