@@ -261,6 +261,10 @@ int Main(int argc, char** argv) {
   sim_as->add_option("--holdout", simf.holdout,
                      "With --recommend: choose on the replay before its last D, then measure the "
                      "choice and the base knobs on that last D");
+  sim_as->add_option("--write-config", simf.write_config,
+                     "With --recommend and --config: write the config with the chosen knobs set "
+                     "on the service (the rest kept byte for byte; may be the --config file "
+                     "itself), if the choice reaches the target (with --holdout, held out too)");
   sim_as->add_option("--json", simf.json_file, "Write the runs to this JSON file");
 
   try {

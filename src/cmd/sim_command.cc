@@ -1,22 +1,28 @@
 #include "cmd/sim_command.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "adapters/io/files.h"
+#include "adapters/k8s/yaml_reader.h"
 #include "adapters/keda/scaler_config.h"
 #include "adapters/trace/llm_traces.h"
+#include "base/status.h"
 #include "nlohmann/json.hpp"
 #include "sim/autoscale_sim.h"
 
@@ -224,6 +230,66 @@ std::string Figures(const sim::SimResult& r) {
                          100 * r.utilization, 100 * r.slo_attainment);
 }
 
+// --write-config: the --config file's `text` with the knobs --recommend chooses (`chosen`) set on
+// service `index` where they differ from its own (`was`), and what changed ("targetUtilization
+// 0.75 -> 0.95"). The edited text is decoded again and must give the service `chosen`'s knobs.
+absl::StatusOr<std::pair<std::string, std::vector<std::string>>> ConfigWithKnobs(
+    const std::string& file, const std::string& text, size_t index,
+    const autoscale::AutoscalePolicy& was, const autoscale::AutoscalePolicy& chosen) {
+  struct Knob {
+    const char* name;
+    double was, chosen;
+    std::string was_text, chosen_text;
+  };
+  auto number = [](double v) { return absl::StrFormat("%g", v); };
+  auto duration = [](absl::Duration d) { return absl::FormatDuration(d); };
+  const Knob knobs[] = {
+      {"targetUtilization", was.target_utilization, chosen.target_utilization,
+       number(was.target_utilization), number(chosen.target_utilization)},
+      {"utilizationBand", was.utilization_band, chosen.utilization_band,
+       number(was.utilization_band), number(chosen.utilization_band)},
+      {"targetQueuePerReplica", was.target_queue_per_replica, chosen.target_queue_per_replica,
+       number(was.target_queue_per_replica), number(chosen.target_queue_per_replica)},
+      {"minReplicas", static_cast<double>(was.min_replicas),
+       static_cast<double>(chosen.min_replicas), number(was.min_replicas),
+       number(chosen.min_replicas)},
+      {"scaleDownWindow", absl::ToDoubleSeconds(was.scale_down_window),
+       absl::ToDoubleSeconds(chosen.scale_down_window), duration(was.scale_down_window),
+       duration(chosen.scale_down_window)},
+      {"scaleDownQuantile", was.scale_down_quantile, chosen.scale_down_quantile,
+       number(was.scale_down_quantile), number(chosen.scale_down_quantile)}};
+  std::vector<std::pair<std::string, std::string>> values;
+  std::vector<std::string> changes;
+  for (const Knob& k : knobs) {
+    if (k.was == k.chosen) continue;
+    values.emplace_back(k.name, k.chosen_text);
+    changes.push_back(absl::StrCat(k.name, " ", k.was_text, " -> ", k.chosen_text));
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::string edited,
+                           adapters::SetListItemScalars(file, text, "services", index, values));
+  absl::StatusOr<adapters::ScalerConfig> check = adapters::DecodeScalerConfig(file, edited);
+  if (!check.ok()) {
+    return absl::InternalError(
+        absl::StrCat("the edited config does not decode: ", check.status().message()));
+  }
+  const autoscale::AutoscalePolicy& now = check->services.at(index).policy;
+  const double read[] = {now.target_utilization,
+                         now.utilization_band,
+                         now.target_queue_per_replica,
+                         static_cast<double>(now.min_replicas),
+                         absl::ToDoubleSeconds(now.scale_down_window),
+                         now.scale_down_quantile};
+  for (size_t i = 0; i < std::size(knobs); ++i) {
+    // %g keeps 6 digits: a knob read back within a millionth is the one chosen.
+    if (std::abs(read[i] - knobs[i].chosen) > 1e-6 * std::max(1.0, std::abs(knobs[i].chosen))) {
+      return absl::InternalError(absl::StrCat("the edited config gives ", knobs[i].name, " ",
+                                              read[i], ", not the ", knobs[i].chosen_text,
+                                              " chosen (an entry the edit did not reach?)"));
+    }
+  }
+  return std::make_pair(std::move(edited), std::move(changes));
+}
+
 }  // namespace
 
 int RunSimAutoscale(const SimAutoscaleFlags& f) {
@@ -322,8 +388,20 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       return Fail(absl::StrCat("--json: ", s.message()));
     }
   }
+  if (!f.write_config.empty()) {
+    if (recommend == 0 || f.config_file.empty()) {
+      return Fail(
+          "--write-config: needs --recommend and --config (it writes the config with the knobs "
+          "chosen for its service)");
+    }
+    if (absl::Status s = adapters::CheckWritable(f.write_config); !s.ok()) {
+      return Fail(absl::StrCat("--write-config: ", s.message()));
+    }
+  }
   // tessera's knobs from a service of a scaler config: the same policy the scaler would run.
   std::optional<adapters::ServiceConfig> configured;
+  std::string config_text;                     // --config as read, for --write-config
+  size_t configured_index = 0;                 // its service's place in `services`
   bool backfill = f.scaler_backfill != "off";  // with --config, its prometheus.backfill
   absl::Duration poll = absl::ZeroDuration();  // 0: tessera decides once per HPA sync
   if (!f.poll_interval.empty()) {
@@ -347,10 +425,11 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
                                  knob, " there)"));
       }
     }
-    absl::StatusOr<std::string> config_text = adapters::ReadFile(f.config_file);
-    if (!config_text.ok()) return Fail(std::string(config_text.status().message()));
+    absl::StatusOr<std::string> text = adapters::ReadFile(f.config_file);
+    if (!text.ok()) return Fail(std::string(text.status().message()));
+    config_text = *std::move(text);
     absl::StatusOr<adapters::ScalerConfig> config =
-        adapters::DecodeScalerConfig(f.config_file, *config_text);
+        adapters::DecodeScalerConfig(f.config_file, config_text);
     if (!config.ok()) return Fail(std::string(config.status().message()));
     if (f.service.empty() && config->services.size() != 1) {
       return Fail(absl::StrCat("--config ", f.config_file, " has ", config->services.size(),
@@ -364,6 +443,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
                                " (its services: ", config->ServiceNames(), ")"));
     }
     configured = *service;
+    configured_index = static_cast<size_t>(service - config->services.data());
     poll = config->poll_interval;
     backfill = config->backfill;
   } else if (!f.service.empty()) {
@@ -683,6 +763,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   // --recommend: the fewest GPU-hours among tessera's points that reach the attainment asked.
   nlohmann::json recommendation;
   const sim::SimResult* best = nullptr;
+  std::string write_error;  // --write-config: why the config was not written
   const sim::SimResult* highest = nullptr;
   if (recommend > 0) {
     // The grid's choice, or a hold around it that is cheaper and passes the halves' check.
@@ -782,6 +863,13 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
                     f.holdout.c_str(), Figures(chosen).c_str(), Figures(base_held).c_str());
         recommendation["held_out"] = {
             {"from_s", cut}, {"chosen", RunJson(chosen)}, {"base", RunJson(base_held)}};
+        if (chosen.slo_attainment < recommend) {
+          write_error = absl::StrFormat(
+              "--write-config %s: not written: the choice reaches %.2f%% on the held-out last "
+              "%s, below the %g%% asked (a longer --holdout, or a replay with more of the load's "
+              "variety, chooses more safely)",
+              f.write_config, 100 * chosen.slo_attainment, f.holdout, 100 * recommend);
+        }
       }
       const autoscale::AutoscalePolicy& p = best_spec->tessera;
       std::printf(
@@ -792,6 +880,23 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
           configured ? absl::StrCat("as in ", f.config_file).c_str() : "at their defaults",
           p.target_utilization, p.utilization_band, p.target_queue_per_replica, p.min_replicas,
           absl::FormatDuration(p.scale_down_window).c_str(), p.scale_down_quantile);
+      if (!f.write_config.empty() && write_error.empty()) {
+        absl::StatusOr<std::pair<std::string, std::vector<std::string>>> edited =
+            ConfigWithKnobs(f.config_file, config_text, configured_index, configured->policy, p);
+        absl::Status written = edited.status();
+        if (written.ok()) {
+          written = adapters::WriteFileAtomically(f.write_config, edited->first);
+        }
+        if (!written.ok()) {
+          write_error = absl::StrCat("--write-config ", f.write_config, ": ", written.message());
+        } else {
+          std::printf("  wrote %s: %s, service %s: %s\n", f.write_config.c_str(),
+                      f.config_file.c_str(), configured->name.c_str(),
+                      edited->second.empty() ? "its knobs already the chosen ones, unchanged"
+                                             : absl::StrJoin(edited->second, ", ").c_str());
+          recommendation["written_config"] = f.write_config;
+        }
+      }
     }
   }
   if (!f.json_file.empty()) {
@@ -804,6 +909,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       return Fail(std::string(s.message()));
     }
   }
+  if (!write_error.empty()) return Fail(write_error);
   if (recommend > 0 && best == nullptr) {
     return Fail(absl::StrFormat(
         "--recommend %s: no point of tessera's sweep reaches %g%% (the highest: %.2f%%); the "

@@ -46,6 +46,10 @@ struct SimAutoscaleFlags {
   // chosen on the replay before its last `holdout` and then measured on that last part.
   std::string recommend;
   std::string holdout;
+  // With --recommend and --config: rewrite this file as --config with the chosen knobs set on the
+  // service (only those that differ; every other byte kept), once the choice reaches the target
+  // (with `holdout`, on the held-out part too). May be the --config file itself.
+  std::string write_config;
   std::string json_file;
 };
 

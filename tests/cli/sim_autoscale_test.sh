@@ -530,6 +530,65 @@ check "a holdout longer than the replay is refused" grep -q 'holdout 1h: leaves 
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --config "$WORK/scaler.yaml" --service lean \
   --recommend 0.9 >"$WORK/cfg-rec.out" 2>&1
 check "with --config the other knobs are the config's" grep -q "its other knobs as in .*scaler.yaml" "$WORK/cfg-rec.out"
+# --write-config: the config with the chosen knobs set on the service and every other byte kept;
+# the written config replays as the choice did; it may rewrite --config in place; nothing is
+# written when the choice misses the target on the held-out part.
+# `replays CONFIG SERVICE REC.json`: tessera from CONFIG's SERVICE gives REC's chosen run.
+replays() {
+  "$TESSERA" sim autoscale --trace "$WORK/bursty.csv" --policy tessera --config "$1" \
+    --service "$2" --json "$WORK/replay.json" >/dev/null || return 1
+  python3 -c "
+import json, sys
+run = json.load(open(sys.argv[1]))['runs'][0]
+chosen = json.load(open(sys.argv[2]))['recommendation']['chosen']
+assert (run['gpu_hours'], run['slo_attainment']) == (chosen['gpu_hours'], chosen['slo_attainment']), (run, chosen)
+" "$WORK/replay.json" "$3"
+}
+# `only_line_differs A B TEXT`: A and B differ in the one line of A holding TEXT.
+only_line_differs() {
+  python3 -c "
+import sys
+a, b = (open(p).read().split(chr(10)) for p in sys.argv[1:3])
+diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+assert len(a) == len(b) and len(diff) == 1 and sys.argv[3] in a[diff[0]], (diff, a, b)
+" "$@"
+}
+"$TESSERA" sim autoscale --trace "$WORK/bursty.csv" --policy tessera --config "$WORK/scaler.yaml" \
+  --service defaults --recommend 0.98 --write-config "$WORK/tuned.yaml" --json "$WORK/tuned.json" \
+  >"$WORK/tuned.out" 2>&1
+check "--write-config exits 0" test $? = 0
+check "saying what it set" grep -qE "^  wrote .*/tuned.yaml: .*/scaler.yaml, service defaults: .*scaleDownWindow 10m -> [0-9]+m" "$WORK/tuned.out"
+check "in the service's own line of the flow map, the rest unchanged" only_line_differs "$WORK/scaler.yaml" "$WORK/tuned.yaml" "name: defaults"
+check "the JSON names the file written" python3 -c "
+import json, sys
+assert json.load(open(sys.argv[1]))['recommendation']['written_config'] == sys.argv[2]" "$WORK/tuned.json" "$WORK/tuned.yaml"
+check "the written config replays as the choice did" replays "$WORK/tuned.yaml" defaults "$WORK/tuned.json"
+cp "$WORK/scaler.yaml" "$WORK/inplace.yaml"
+"$TESSERA" sim autoscale --trace "$WORK/bursty.csv" --policy tessera --config "$WORK/inplace.yaml" \
+  --service lean --recommend 0.6 --write-config "$WORK/inplace.yaml" --json "$WORK/inplace.json" \
+  >"$WORK/inplace.out" 2>&1
+check "in place: exits 0" test $? = 0
+check "a block map's entry replaced, the rest unchanged" only_line_differs "$WORK/scaler.yaml" "$WORK/inplace.yaml" "targetUtilization: 0.9"
+check "and it replays as the choice did" replays "$WORK/inplace.yaml" lean "$WORK/inplace.json"
+"$TESSERA" sim autoscale --trace "$WORK/bursty.csv" --policy tessera --config "$WORK/scaler.yaml" \
+  --service defaults --recommend 0.99 --holdout 1300s --write-config "$WORK/missed.yaml" \
+  --json "$WORK/missed.json" >"$WORK/missed.out" 2>"$WORK/err"
+check "a choice missing the target held out: exit 1" test $? = 1
+check "saying why nothing was written" grep -qE 'write-config .*/missed.yaml: not written: the choice reaches [0-9.]+% on the held-out last 1300s, below the 99% asked' "$WORK/err"
+check "and writing no config" test ! -e "$WORK/missed.yaml"
+check "but the runs' JSON" python3 -c "
+import json, sys
+rec = json.load(open(sys.argv[1]))['recommendation']
+assert rec['held_out']['chosen']['slo_attainment'] < 0.99 and 'written_config' not in rec, rec" "$WORK/missed.json"
+"$TESSERA" sim autoscale --trace "$WORK/bursty.csv" --recommend 0.99 --write-config "$WORK/x.yaml" 2>"$WORK/err" >/dev/null
+check "--write-config needs --config" grep -q 'write-config: needs --recommend and --config' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/bursty.csv" --config "$WORK/scaler.yaml" --service lean \
+  --write-config "$WORK/x.yaml" 2>"$WORK/err" >/dev/null
+check "and --recommend" grep -q 'write-config: needs --recommend and --config' "$WORK/err"
+"$TESSERA" sim autoscale --trace "$WORK/bursty.csv" --config "$WORK/scaler.yaml" --service lean \
+  --recommend 0.6 --write-config "$WORK" 2>"$WORK/err" >"$WORK/dir.out"
+check "a directory as --write-config is refused before the runs" grep -q -- "--write-config: $WORK: is a directory, expected a file" "$WORK/err"
+check "  (no run printed)" test ! -s "$WORK/dir.out"
 # A held-out part with no request in it (the client went quiet) is measured, with a warning.
 printf '0,1,1,Gamma,1,1\r\n600,1,1,Gamma,1,1\r\n1200,1,1,Gamma,1,1\r\n1800,0,0,,0,0\r\n2400,0,0,,0,0\r\n3000,0,0,,0,0\r\n' >"$WORK/quiet.csv"
 "$TESSERA" sim autoscale --trace "$WORK/quiet.csv" --format servegen --policy tessera \

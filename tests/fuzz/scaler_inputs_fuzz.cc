@@ -1,11 +1,11 @@
 // libFuzzer target: `tessera scaler`'s untrusted inputs and its policy. Prometheus answers
 // (ParsePromResponse and ParsePromRangeResponse, under any HTTP status), cloud identity token
-// answers (ParseCloudTokenAnswer) and scaler configs
-// (DecodeScalerConfig) return a value or a Status for any input, never crash or hang; what they
-// accept keeps its documented promises (a value is a finite number; every decoded service's policy
-// validates). Then the policy itself, on signals decoded from the same bytes, keeps its own: the
-// decision stays within [minReplicas, maxReplicas], and on missing or stale data it neither lowers
-// the count nor goes to zero.
+// answers (ParseCloudTokenAnswer), scaler configs (DecodeScalerConfig) and the edit of one
+// (SetListItemScalars, as `sim autoscale --write-config` makes it) return a value or a Status for
+// any input, never crash or hang; what they accept keeps its documented promises (a value is a
+// finite number; every decoded service's policy validates). Then the policy itself, on signals
+// decoded from the same bytes, keeps its own: the decision stays within [minReplicas, maxReplicas],
+// and on missing or stale data it neither lowers the count nor goes to zero.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -14,7 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "adapters/k8s/yaml_reader.h"
 #include "adapters/keda/scaler_config.h"
 #include "adapters/net/cloud_tokens.h"
 #include "adapters/prometheus/prom_client.h"
@@ -145,6 +148,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!s.policy.Validate().ok() || s.name.empty()) __builtin_trap();
       if (c->Find(s.name) == nullptr) __builtin_trap();
     }
+  }
+  // `sim autoscale --write-config`'s edit: for any text a value or a Status; on a config that
+  // decodes, setting a service's knobs to the values they have (written in full) gives a config
+  // that decodes to the same knobs, the other services' unchanged.
+  const size_t item = size > 3 ? data[3] % 4 : 0;
+  if (c.ok() && item < c->services.size()) {
+    const AutoscalePolicy& p = c->services[item].policy;
+    absl::StatusOr<std::string> edited = tessera::adapters::SetListItemScalars(
+        "fuzz.yaml", text, "services", item,
+        {{"targetUtilization", absl::StrFormat("%.17g", p.target_utilization)},
+         {"minReplicas", absl::StrCat(p.min_replicas)},
+         {"scaleDownWindow", absl::FormatDuration(p.scale_down_window)}});
+    if (edited.ok()) {
+      absl::StatusOr<ScalerConfig> again = DecodeScalerConfig("fuzz.yaml", *edited);
+      if (!again.ok() || again->services.size() != c->services.size()) __builtin_trap();
+      for (size_t i = 0; i < c->services.size(); ++i) {
+        const AutoscalePolicy& a = c->services[i].policy;
+        const AutoscalePolicy& b = again->services[i].policy;
+        if (c->services[i].name != again->services[i].name ||
+            a.target_utilization != b.target_utilization || a.min_replicas != b.min_replicas ||
+            a.scale_down_window != b.scale_down_window || a.max_replicas != b.max_replicas) {
+          __builtin_trap();
+        }
+      }
+    }
+  } else {
+    (void)tessera::adapters::SetListItemScalars("fuzz.yaml", text, "services", item,
+                                                {{"minReplicas", "1"}});
   }
   DrivePolicy(data, size);
   return 0;

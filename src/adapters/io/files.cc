@@ -98,6 +98,15 @@ absl::Status WriteFileAtomically(const std::string& path_in, const std::string& 
     return s;
   }
   std::error_code ec;
+  // A file replaced keeps its permission bits (a config kept private stays private).
+  if (const fs::file_status was = fs::status(path, ec); !ec && fs::is_regular_file(was)) {
+    fs::permissions(tmp, was.permissions(), fs::perm_options::replace, ec);
+    if (ec) {
+      fs::remove(tmp, ec);
+      return absl::InternalError(
+          absl::StrCat(path_in, ": cannot keep its permissions: ", ec.message()));
+    }
+  }
   fs::rename(tmp, path, ec);
   if (ec) {
     fs::remove(tmp, ec);

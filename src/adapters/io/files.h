@@ -32,7 +32,7 @@ absl::string_view WithoutUtf8Bom(absl::string_view text);
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
 
 // Writes `content` to `path` through a temporary sibling and a rename: readers see the old file
-// or the new one, never a part.
+// or the new one, never a part. A file replaced keeps its permission bits.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& content);
 
 // Whether WriteFileAtomically(path, ...) could write there now: `path` is no directory, its

@@ -80,6 +80,13 @@ TEST_F(OutputDirTest, WriteFileAtomicallyAndCheckWritable) {
   EXPECT_EQ(*ReadFile(out), "{}\n");
   EXPECT_EQ(Entries(root_), 1);          // no temporary left
   EXPECT_TRUE(CheckWritable(out).ok());  // an existing file may be replaced
+  // A file replaced keeps its permission bits.
+  std::filesystem::permissions(
+      out, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  ASSERT_TRUE(WriteFileAtomically(out, "{\"b\": 2}\n").ok());
+  EXPECT_EQ(*ReadFile(out), "{\"b\": 2}\n");
+  EXPECT_EQ(std::filesystem::status(out).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 
   // A temporary left by an interrupted write is not the probe's to remove.
   std::ofstream(out + ".tmp") << "partial";

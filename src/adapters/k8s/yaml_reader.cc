@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -119,6 +121,15 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
   absl::Status status;
   int flow_depth = 0;
   std::vector<bool> open;
+  // Per open collection: for a map, whether a key comes next and the scalar keys seen (with their
+  // line). A key given twice is refused, as Kubernetes' strict decoding does: yaml-cpp would keep
+  // the first and drop the second without a word.
+  struct Keys {
+    bool map = false;
+    bool expect_key = true;
+    std::map<std::string, size_t, std::less<>> seen;
+  };
+  std::vector<Keys> keys;
   ByteOffsets offsets(text);
   for (;;) {
     yaml_event_t event;
@@ -128,6 +139,32 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
           ": malformed YAML/JSON: ", parser.problem != nullptr ? parser.problem : "syntax error",
           parser.context != nullptr ? absl::StrCat(" ", parser.context) : std::string()));
       break;
+    }
+    const bool node = event.type == YAML_SCALAR_EVENT || event.type == YAML_ALIAS_EVENT ||
+                      event.type == YAML_SEQUENCE_START_EVENT ||
+                      event.type == YAML_MAPPING_START_EVENT;
+    if (node && !keys.empty() && keys.back().map) {
+      Keys& top = keys.back();
+      if (top.expect_key && event.type == YAML_SCALAR_EVENT) {
+        std::string key(reinterpret_cast<const char*>(event.data.scalar.value),
+                        event.data.scalar.length);
+        auto [at, fresh] = top.seen.emplace(key, event.start_mark.line + 1);
+        if (!fresh && key != "<<") {
+          status = absl::InvalidArgumentError(
+              absl::StrCat(file, ":", event.start_mark.line + 1, ":", event.start_mark.column + 1,
+                           ": duplicate key \"", key, "\" (first at line ", at->second,
+                           "); give each key once"));
+          yaml_event_delete(&event);
+          break;
+        }
+      }
+      top.expect_key = !top.expect_key;
+    }
+    if (event.type == YAML_SEQUENCE_START_EVENT || event.type == YAML_MAPPING_START_EVENT) {
+      keys.push_back(Keys{event.type == YAML_MAPPING_START_EVENT, true, {}});
+    } else if ((event.type == YAML_SEQUENCE_END_EVENT || event.type == YAML_MAPPING_END_EVENT) &&
+               !keys.empty()) {
+      keys.pop_back();
     }
     // A tag with a ',' in it (on any node) is another input yaml-cpp 0.7 never finishes.
     const yaml_char_t* tag = event.type == YAML_SCALAR_EVENT ? event.data.scalar.tag
@@ -251,21 +288,26 @@ absl::Status CheckText(absl::string_view file, absl::string_view text) {
   return absl::OkStatus();
 }
 
+// A CR not followed by LF is a line break in YAML, and libyaml reads it as one; yaml-cpp 0.7
+// does not (it reads on, and "#o\rM\n\".\",(F" never finishes: found by fuzzing). Both parsers
+// get it as LF, which keeps every byte offset, line and column: `original`, or a copy in
+// `storage` with each lone CR an LF.
+absl::string_view LoneCrAsLf(absl::string_view original, std::string* storage) {
+  for (size_t i = original.find('\r'); i != absl::string_view::npos;
+       i = original.find('\r', i + 1)) {
+    if (i + 1 < original.size() && original[i + 1] == '\n') continue;
+    if (storage->empty()) *storage = std::string(original);
+    (*storage)[i] = '\n';
+  }
+  return storage->empty() ? original : absl::string_view(*storage);
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<YAML::Node>> ParseYamlDocuments(absl::string_view file,
                                                            absl::string_view original) {
-  // A CR not followed by LF is a line break in YAML, and libyaml reads it as one; yaml-cpp 0.7
-  // does not (it reads on, and "#o\rM\n\".\",(F" never finishes: found by fuzzing). Both
-  // parsers get it as LF, which keeps every byte offset, line and column.
   std::string normalized;
-  absl::string_view text = original;
-  for (size_t i = text.find('\r'); i != absl::string_view::npos; i = text.find('\r', i + 1)) {
-    if (i + 1 < text.size() && text[i + 1] == '\n') continue;
-    if (normalized.empty()) normalized = std::string(original);
-    normalized[i] = '\n';
-  }
-  if (!normalized.empty()) text = normalized;
+  const absl::string_view text = LoneCrAsLf(original, &normalized);
   // YAML text is UTF-8 without control characters other than tab, LF and CR. yaml-cpp 0.7
   // loops forever on some inputs that break these rules (a NUL byte, invalid UTF-8; both found
   // by fuzzing), so such input is refused before it sees it.
@@ -288,6 +330,237 @@ absl::StatusOr<std::vector<YAML::Node>> ParseYamlDocuments(absl::string_view fil
     return absl::InvalidArgumentError(
         absl::StrCat(Where(file, e.mark), ": malformed YAML/JSON: ", e.msg));
   }
+}
+
+namespace {
+
+// One entry of the map SetListItemScalars edits, as its events placed it (byte offsets).
+struct MapEntry {
+  std::string key;
+  size_t key_column = 0;  // characters from the start of its line
+  size_t value_begin = 0, value_end = 0;
+  bool scalar = false;    // a scalar value (not a list, a map or an alias)
+  bool one_line = false;  // a plain or quoted scalar that begins and ends on the key's line
+};
+
+// Where the map item `index` of the list under `list_key` lies: its entries, whether it is a
+// flow map, and the offset of its closing '}' (flow) or its end.
+struct MapPlace {
+  bool found_list = false;
+  size_t list_items = 0;
+  bool found = false;
+  bool is_map = false;
+  bool flow = false;
+  size_t line = 0, column = 0;  // where the item begins (1-based), for errors
+  size_t end = 0;
+  std::vector<MapEntry> entries;
+};
+
+// Walks the events of `text` (already checked by CheckText and CheckSyntax) to the map.
+absl::Status FindListItemMap(absl::string_view file, absl::string_view text,
+                             absl::string_view list_key, size_t index, MapPlace* place) {
+  yaml_parser_t parser;
+  if (!yaml_parser_initialize(&parser)) {
+    return absl::ResourceExhaustedError("cannot initialise the YAML parser");
+  }
+  yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()),
+                               text.size());
+  // One frame per open collection: a map alternates keys and values, a list counts items.
+  struct Frame {
+    bool map = false;
+    bool expect_key = true;
+    std::string key;
+    size_t items = 0;
+    bool target_list = false;
+    bool target_item = false;
+  };
+  std::vector<Frame> stack;
+  ByteOffsets offsets(text);
+  absl::Status status;
+  bool done = false;
+  while (!done) {
+    yaml_event_t event;
+    if (!yaml_parser_parse(&parser, &event)) {
+      status = absl::InvalidArgumentError(absl::StrCat(file, ": malformed YAML"));
+      break;
+    }
+    const yaml_event_type_t type = event.type;
+    const bool node = type == YAML_SCALAR_EVENT || type == YAML_ALIAS_EVENT ||
+                      type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT;
+    if (type == YAML_DOCUMENT_END_EVENT || type == YAML_STREAM_END_EVENT) done = true;
+    if (node && !stack.empty()) {
+      Frame& top = stack.back();
+      const bool is_key = top.map && top.expect_key;
+      const bool in_item = top.target_item;
+      if (is_key) {
+        top.key = type == YAML_SCALAR_EVENT
+                      ? std::string(reinterpret_cast<const char*>(event.data.scalar.value),
+                                    event.data.scalar.length)
+                      : std::string();
+        if (in_item) {
+          MapEntry e;
+          e.key = top.key;
+          e.key_column = event.start_mark.column;
+          place->entries.push_back(std::move(e));
+        }
+      } else if (in_item && !place->entries.empty()) {
+        MapEntry& e = place->entries.back();
+        e.value_begin = offsets.Of(event.start_mark.index);
+        e.value_end = offsets.Of(event.end_mark.index);
+        e.scalar = type == YAML_SCALAR_EVENT;
+        const yaml_scalar_style_t style =
+            e.scalar ? event.data.scalar.style : YAML_ANY_SCALAR_STYLE;
+        e.one_line =
+            e.scalar && event.start_mark.line == event.end_mark.line &&
+            (style == YAML_PLAIN_SCALAR_STYLE || style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
+             style == YAML_DOUBLE_QUOTED_SCALAR_STYLE);
+      }
+      bool opens_list = false, opens_item = false;
+      if (top.map && !top.expect_key) {
+        opens_list = stack.size() == 1 && top.key == list_key;
+        if (opens_list) {
+          place->found_list = type == YAML_SEQUENCE_START_EVENT;
+          if (!place->found_list) done = true;
+        }
+      } else if (!top.map) {
+        opens_item = top.target_list && top.items == index;
+        if (top.target_list) place->list_items = ++top.items;
+        if (opens_item) {
+          place->found = true;
+          place->is_map = type == YAML_MAPPING_START_EVENT;
+          place->line = event.start_mark.line + 1;
+          place->column = event.start_mark.column + 1;
+          if (!place->is_map) done = true;
+        }
+      }
+      if (top.map) top.expect_key = !top.expect_key;
+      if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
+        Frame f;
+        f.map = type == YAML_MAPPING_START_EVENT;
+        f.target_list = opens_list;
+        f.target_item = opens_item;
+        if (opens_item) place->flow = event.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE;
+        stack.push_back(std::move(f));
+      }
+    } else if (node) {
+      if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
+        Frame f;
+        f.map = type == YAML_MAPPING_START_EVENT;
+        stack.push_back(std::move(f));
+      }
+    } else if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT) {
+      if (!stack.empty()) {
+        if (stack.back().target_item) {
+          place->end = offsets.Of(event.start_mark.index);
+          done = true;
+        }
+        if (stack.back().target_list) done = true;
+        stack.pop_back();
+      }
+    }
+    yaml_event_delete(&event);
+  }
+  yaml_parser_delete(&parser);
+  return status;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SetListItemScalars(
+    absl::string_view file, absl::string_view original, absl::string_view list_key, size_t index,
+    const std::vector<std::pair<std::string, std::string>>& values) {
+  std::string normalized;
+  const absl::string_view text = LoneCrAsLf(original, &normalized);
+  if (absl::Status s = CheckText(file, text); !s.ok()) return s;
+  if (absl::Status s = CheckSyntax(file, text); !s.ok()) return s;
+  MapPlace place;
+  if (absl::Status s = FindListItemMap(file, text, list_key, index, &place); !s.ok()) return s;
+  if (!place.found_list) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": no list under the top-level key \"", list_key, "\""));
+  }
+  if (!place.found) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": ", list_key, " has ", place.list_items, " items, not item ", index));
+  }
+  const std::string where =
+      absl::StrCat(file, ":", place.line, ":", place.column, ": ", list_key, "[", index, "]");
+  if (!place.is_map) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": expected a map"));
+  }
+  struct Edit {
+    size_t begin, end;
+    std::string with;
+  };
+  std::vector<Edit> edits;
+  std::vector<const std::pair<std::string, std::string>*> added;
+  for (const auto& kv : values) {
+    const MapEntry* entry = nullptr;
+    for (const MapEntry& e : place.entries) {
+      if (e.key == kv.first) entry = &e;  // one at most: CheckSyntax refuses a key given twice
+    }
+    if (entry == nullptr) {
+      added.push_back(&kv);
+    } else if (!entry->scalar) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ".", kv.first, ": its value is a list, a map or an alias; set it by hand"));
+    } else {
+      edits.push_back({entry->value_begin, entry->value_end, kv.second});
+    }
+  }
+  if (!added.empty() && place.flow) {
+    // Before the '}': after a ", " unless the map is empty or ends with a comma already.
+    size_t at = place.end;
+    size_t last = at;
+    while (last > 0 && absl::ascii_isspace(static_cast<unsigned char>(text[last - 1]))) --last;
+    bool comma = !place.entries.empty() && last > 0 && text[last - 1] != ',';
+    std::string with = !comma && at > 0 && text[at - 1] == ',' ? " " : "";
+    for (const auto* kv : added) {
+      absl::StrAppend(&with, comma ? ", " : "", kv->first, ": ", kv->second);
+      comma = true;
+    }
+    edits.push_back({at, at, std::move(with)});
+  } else if (!added.empty()) {
+    const MapEntry* after = nullptr;  // the last entry on one line: the others' neighbour
+    for (const MapEntry& e : place.entries) {
+      if (e.one_line) after = &e;
+    }
+    if (after == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": no entry with a one-line value to add ", added.front()->first,
+                       " after; set it by hand"));
+    }
+    // The line after the entry's, in the text's own line ending.
+    size_t eol = text.find('\n', after->value_end);
+    std::string line_end = "\n";
+    size_t at = text.size();
+    std::string with;
+    if (eol == absl::string_view::npos) {
+      with = "\n";  // the entry's line is the last and has no line ending
+    } else {
+      at = eol + 1;
+      if (original[eol] == '\r') {
+        line_end = "\r";
+      } else if (eol > 0 && original[eol - 1] == '\r') {
+        line_end = "\r\n";
+      }
+    }
+    for (const auto* kv : added) {
+      absl::StrAppend(&with, std::string(after->key_column, ' '), kv->first, ": ", kv->second,
+                      line_end);
+    }
+    if (eol == absl::string_view::npos) with.resize(with.size() - line_end.size());
+    edits.push_back({at, at, std::move(with)});
+  }
+  std::sort(edits.begin(), edits.end(),
+            [](const Edit& a, const Edit& b) { return a.begin > b.begin; });
+  std::string out(original);
+  for (const Edit& e : edits) out.replace(e.begin, e.end - e.begin, e.with);
+  if (absl::StatusOr<std::vector<YAML::Node>> docs = ParseYamlDocuments(file, out); !docs.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": the edited text is not YAML (", docs.status().message(), ")"));
+  }
+  return out;
 }
 
 int Field::line() const {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,6 +21,18 @@ namespace tessera::adapters {
 // "file:line:col: message".
 absl::StatusOr<std::vector<YAML::Node>> ParseYamlDocuments(absl::string_view file,
                                                            absl::string_view text);
+
+// Sets scalar entries of one map in a YAML text and keeps every other byte (comments, order,
+// quoting, line endings): the map is item `index` (from 0) of the list under the top-level key
+// `list_key` of the text's first document. An entry present gets its value replaced; one absent
+// is added after the map's last entry whose value is a one-line scalar, as a line at the
+// entries' indentation (in a flow map, before its '}'). Values are written as given: each must
+// be a plain YAML scalar. Errors (InvalidArgument, "file[:line:col]: ..."): no such list or item,
+// an item that is not a map, an entry to set whose value is not a scalar (a list, a map, an
+// alias), a block map with no one-line scalar entry to add after, or a result that is not YAML.
+absl::StatusOr<std::string> SetListItemScalars(
+    absl::string_view file, absl::string_view text, absl::string_view list_key, size_t index,
+    const std::vector<std::pair<std::string, std::string>>& values);
 
 // A node with its file and field path, for located errors.
 class Field {
