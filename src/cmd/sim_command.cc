@@ -884,6 +884,14 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
         absl::StatusOr<std::pair<std::string, std::vector<std::string>>> edited =
             ConfigWithKnobs(f.config_file, config_text, configured_index, configured->policy, p);
         absl::Status written = edited.status();
+        // The edit is of the text read before the runs: one changed since (by hand, by a
+        // ConfigMap sync) is not overwritten.
+        if (absl::StatusOr<std::string> now = adapters::ReadFile(f.config_file);
+            written.ok() && (!now.ok() || *now != config_text)) {
+          written = absl::AbortedError(
+              absl::StrCat("not written: --config ", f.config_file,
+                           " changed while the runs were simulated (run again)"));
+        }
         if (written.ok()) {
           written = adapters::WriteFileAtomically(f.write_config, edited->first);
         }

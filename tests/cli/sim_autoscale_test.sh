@@ -580,6 +580,21 @@ check "but the runs' JSON" python3 -c "
 import json, sys
 rec = json.load(open(sys.argv[1]))['recommendation']
 assert rec['held_out']['chosen']['slo_attainment'] < 0.99 and 'written_config' not in rec, rec" "$WORK/missed.json"
+# A config changed while the runs were simulated is not overwritten: the trace comes through a
+# FIFO, whose writer's open returns once the command has read the config and opened the trace.
+mkfifo "$WORK/trace.fifo"
+cp "$WORK/scaler.yaml" "$WORK/racing.yaml"
+"$TESSERA" sim autoscale --trace "$WORK/trace.fifo" --policy tessera --config "$WORK/racing.yaml" \
+  --service lean --recommend 0.6 --write-config "$WORK/racing.yaml" >/dev/null 2>"$WORK/err" &
+racing=$!
+exec 3>"$WORK/trace.fifo"
+echo "# edited by hand meanwhile" >>"$WORK/racing.yaml"
+cat "$WORK/bursty.csv" >&3
+exec 3>&-
+wait "$racing"
+check "a config changed meanwhile: exit 1" test $? = 1
+check "saying so" grep -q "write-config .*/racing.yaml: not written: --config .*/racing.yaml changed while the runs were simulated (run again)" "$WORK/err"
+check "and keeping the change" test "$(tail -1 "$WORK/racing.yaml")" = "# edited by hand meanwhile"
 "$TESSERA" sim autoscale --trace "$WORK/bursty.csv" --recommend 0.99 --write-config "$WORK/x.yaml" 2>"$WORK/err" >/dev/null
 check "--write-config needs --config" grep -q 'write-config: needs --recommend and --config' "$WORK/err"
 "$TESSERA" sim autoscale --trace "$WORK/bursty.csv" --config "$WORK/scaler.yaml" --service lean \
