@@ -179,6 +179,9 @@ int Main(int argc, char** argv) {
       "--check", scal.check,
       "Query Prometheus once for every service, print each answer and the "
       "decision, and exit (0: all data fresh; 2: some missing) instead of serving");
+  scaler_cmd->add_option("--config-recheck", scal.config_recheck,
+                         "How often the config file is read again while serving: its services' "
+                         "changes are taken without a restart (default 10s; 0s: never)");
 
   tessera::cmd::SimAutoscaleFlags simf;
   CLI::App* sim_cmd = app.add_subcommand("sim", "Trace-driven simulations");

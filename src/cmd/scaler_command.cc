@@ -205,6 +205,11 @@ int Check(const std::string& file, const adapters::ScalerConfig& config,
 }  // namespace
 
 int RunScaler(const ScalerFlags& flags) {
+  absl::Duration recheck;
+  if (!absl::ParseDuration(flags.config_recheck, &recheck) || recheck < absl::ZeroDuration()) {
+    return Fail(absl::StrCat("--config-recheck ", flags.config_recheck,
+                             ": expected a duration (10s, 1m; 0s: never)"));
+  }
   absl::StatusOr<std::string> text = adapters::ReadFile(flags.config_file);
   if (!text.ok()) return Fail(std::string(text.status().message()));
   absl::StatusOr<adapters::ScalerConfig> config =
@@ -224,6 +229,8 @@ int RunScaler(const ScalerFlags& flags) {
     std::cerr << absl::StrCat(
         absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", clock.Now(), absl::UTCTimeZone()), " ", line, "\n");
   });
+  // Read again while serving: the services' changes are taken without a restart.
+  adapters::ConfigWatch watch{flags.config_file, *text, recheck};
   std::atomic<bool>& stop = StopOnSignal();
   std::atomic<bool> serving{false};  // the gRPC port is bound
   // Prometheus metrics of the decisions, signals and RPCs, and /readyz, on their own HTTP port.
@@ -241,7 +248,8 @@ int RunScaler(const ScalerFlags& flags) {
                             metrics.Announcement(), "\n");
       },
       [&](std::atomic<int>* bound) {
-        return adapters::ServeScaler(scaler, flags.listen, &stop, bound);
+        return adapters::ServeScaler(scaler, flags.listen, &stop, bound,
+                                     recheck > absl::ZeroDuration() ? &watch : nullptr);
       });
   metrics.Stop();
   if (!s.ok()) return Fail(std::string(s.message()));

@@ -13,6 +13,9 @@ struct ScalerFlags {
   // Check the config and its files, query Prometheus once for every service, print each query's
   // answer and the decision it leads to, and exit instead of serving.
   bool check = false;
+  // How often the config file is read again while serving (its services' changes are taken
+  // without a restart); "0s": never.
+  std::string config_recheck = "10s";
 };
 
 // Runs until SIGTERM or SIGINT. Exit status: 0 after a signal; 1 bad config or address.

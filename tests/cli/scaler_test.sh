@@ -32,8 +32,8 @@ wait_log() {  # wait_log TEXT: up to 10 s for TEXT in the scaler's log
     sleep 0.1
   done
 }
-start_scaler() {  # start_scaler CONFIG: serves it on free ports (PID), once it says it listens
-  "$TESSERA" scaler --config "$1" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+start_scaler() {  # start_scaler CONFIG [ARGS]: serves it on free ports (PID), once it says it listens
+  "$TESSERA" scaler --config "$@" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
     2>"$WORK/log" >/dev/null &
   PID=$!
   wait_log "listening on port"
@@ -153,6 +153,60 @@ kill -TERM "$PID"
 wait "$PID"
 check "SIGTERM: exit 0" test $? = 0
 PID=
+
+# The config as a ConfigMap volume holds it (the file linked through ..data, updated by swapping
+# that link), read again every second: a service's change is taken without a restart, an invalid
+# edit is refused and logged once while the last good config serves on, and a change to the
+# prometheus section is left for a restart.
+cm_config() {  # cm_config VERSION SERVICES [PROMETHEUS_URL]: a config in $WORK/cm/VERSION
+  mkdir -p "$WORK/cm/$1"
+  cat >"$WORK/cm/$1/scaler.yaml" <<YAML
+apiVersion: tessera.io/v1alpha1
+kind: ScalerConfig
+prometheus: {url: "${3:-http://127.0.0.1:9}", pollInterval: 200ms, backfill: false}
+services:
+$2
+YAML
+}
+cm_publish() { ln -sfn "$1" "$WORK/cm/..data_tmp" && mv -T "$WORK/cm/..data_tmp" "$WORK/cm/..data"; }
+cm_metrics() { curl -s "http://127.0.0.1:$MPORT/metrics" >"$WORK/metrics"; }
+cm_config v1 "  - {name: chat, server: vllm}"
+cm_config v2 "  - {name: chat, server: vllm, maxReplicas: 7}
+  - {name: code, server: vllm}"
+cm_config v3 "  - {name: chat, server: vllm, maxReplicas: -1}"
+cm_config v4 "  - {name: chat, server: vllm}" http://127.0.0.1:10
+cm_publish v1
+ln -s ..data/scaler.yaml "$WORK/cm/scaler.yaml"
+start_scaler "$WORK/cm/scaler.yaml" --config-recheck 1s
+MPORT=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$WORK/log")
+cm_publish v2
+wait_log "reloaded: "
+check "a ConfigMap's change to its services: taken without a restart" \
+  grep -qE "^[0-9T:-]+Z config $WORK/cm/scaler.yaml reloaded: chat changed; code added$" "$WORK/log"
+wait_log "^[0-9T:-]*Z code: "
+cm_metrics
+check "  the new ceiling in force" grep -qx 'tessera_scaler_max_replicas{service="chat"} 7' "$WORK/metrics"
+check "  the added service polled" grep -qx 'tessera_scaler_max_replicas{service="code"} 100' "$WORK/metrics"
+check "  counted" grep -qx 'tessera_scaler_config_reloads_total{outcome="applied"} 1' "$WORK/metrics"
+cm_publish v3
+wait_log "is not taken"
+sleep 2.5  # read twice more
+check "an invalid edit: refused, located, logged once" test "$(grep -c "config $WORK/cm/scaler.yaml changed and is not taken ($WORK/cm/scaler.yaml:5:.*maxReplicas.*; serving the config read before$" "$WORK/log")" = 1
+cm_metrics
+check "  the last good config serving on" grep -qx 'tessera_scaler_max_replicas{service="chat"} 7' "$WORK/metrics"
+check "  shown as not current" grep -qx 'tessera_scaler_config_current 0' "$WORK/metrics"
+cm_publish v4
+wait_log "restart the scaler to apply it"
+check "another Prometheus: left for a restart, said so" \
+  grep -q "config $WORK/cm/scaler.yaml changed: a setting outside .services. changed (prometheus, tls): restart the scaler to apply it; nothing of this config was taken" "$WORK/log"
+cm_metrics
+check "  counted" grep -qx 'tessera_scaler_config_reloads_total{outcome="needs_restart"} 1' "$WORK/metrics"
+kill -TERM "$PID"
+wait "$PID"
+check "SIGTERM: exit 0" test $? = 0
+PID=
+"$TESSERA" scaler --config "$WORK/cm/scaler.yaml" --config-recheck soon 2>"$WORK/err" >/dev/null
+check "a bad --config-recheck: refused" grep -q 'config-recheck soon: expected a duration' "$WORK/err"
 
 # TLS through the binary: a Secret volume as the kubelet writes it (files linked through ..data,
 # renewed by swapping that link), the files read again every second.

@@ -563,6 +563,18 @@ absl::StatusOr<std::string> SetListItemScalars(
   return out;
 }
 
+std::string CanonicalYaml(const YAML::Node& node, absl::string_view drop_key) {
+  try {
+    if (drop_key.empty() || !node.IsMap()) return YAML::Dump(node);
+    YAML::Node copy = YAML::Clone(node);
+    copy.remove(std::string(drop_key));
+    return YAML::Dump(copy);
+  } catch (const YAML::Exception& e) {
+    // Not seen for a node yaml-cpp loaded; a text that cannot be written compares by its error.
+    return absl::StrCat("(unwritable: ", e.what(), ")");
+  }
+}
+
 int Field::line() const {
   try {
     return node_.Mark().is_null() ? 0 : node_.Mark().line + 1;

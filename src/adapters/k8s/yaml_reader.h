@@ -34,6 +34,11 @@ absl::StatusOr<std::string> SetListItemScalars(
     absl::string_view file, absl::string_view text, absl::string_view list_key, size_t index,
     const std::vector<std::pair<std::string, std::string>>& values);
 
+// `node` written out as YAML in one form (no comments, flow and block styles as yaml-cpp emits
+// them; a map's keys in their order), without the map key `drop_key` when it is not empty: two
+// texts that differ only in layout and comments give the same string.
+std::string CanonicalYaml(const YAML::Node& node, absl::string_view drop_key = "");
+
 // A node with its file and field path, for located errors.
 class Field {
  public:

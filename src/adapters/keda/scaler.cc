@@ -9,21 +9,64 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "adapters/io/files.h"
 #include "adapters/keda/server_tls.h"
 #include "externalscaler.grpc.pb.h"
 
 namespace tessera::adapters {
 
 Scaler::Scaler(ScalerConfig config, MetricSource& source, const Clock& clock, LogSink log)
-    : config_(std::move(config)), source_(source), clock_(clock), log_(std::move(log)) {
+    : source_(source), clock_(clock), log_(std::move(log)) {
   MutexLock lock(&mu_);
-  for (const ServiceConfig& s : config_.services) {
+  config_ = std::make_shared<const ScalerConfig>(std::move(config));
+  for (const ServiceConfig& s : config_->services) {
     services_[s.name].shown.view.reason = "no poll yet";
   }
+}
+
+std::shared_ptr<const ScalerConfig> Scaler::config() const {
+  MutexLock lock(&mu_);
+  return config_;
+}
+
+absl::StatusOr<std::string> Scaler::Reload(ScalerConfig next) {
+  auto fresh = std::make_shared<const ScalerConfig>(std::move(next));
+  MutexLock lock(&mu_);
+  if (fresh->server_settings != config_->server_settings) {
+    return absl::FailedPreconditionError(
+        "a setting outside `services` changed (prometheus, tls): restart the scaler to apply "
+        "it; nothing of this config was taken");
+  }
+  std::vector<std::string> changes;
+  for (const ServiceConfig& s : fresh->services) {
+    const ServiceConfig* was = config_->Find(s.name);
+    if (was == nullptr) {
+      services_[s.name].shown.view.reason = "no poll yet (added by a config reload)";
+      changes.push_back(absl::StrCat(s.name, " added"));
+    } else if (was->settings != s.settings) {
+      changes.push_back(absl::StrCat(s.name, " changed"));
+    }
+  }
+  for (const ServiceConfig& s : config_->services) {
+    if (fresh->Find(s.name) == nullptr) {
+      services_.erase(s.name);
+      changes.push_back(absl::StrCat(s.name, " removed"));
+    }
+  }
+  config_ = std::move(fresh);
+  return absl::StrJoin(changes, "; ");
+}
+
+void Scaler::CountConfigReload(const std::string& result, bool current) {
+  MutexLock lock(&mu_);
+  ++config_reloads_[result];
+  config_current_ = current;
 }
 
 autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero, std::string* problems,
@@ -50,14 +93,15 @@ autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero, std
 }
 
 void Scaler::ForEachService(const std::function<std::string(const ServiceConfig&)>& fn) {
-  const size_t n = config_.services.size();
+  const std::shared_ptr<const ScalerConfig> config = this->config();  // a reload may replace it
+  const size_t n = config->services.size();
   std::vector<std::string> lines(n);
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) lines[i] = fn(config_.services[i]);
+    for (size_t i; (i = next.fetch_add(1)) < n;) lines[i] = fn(config->services[i]);
   };
   std::vector<std::thread> helpers;
-  const size_t threads = std::min<size_t>(n, static_cast<size_t>(config_.poll_concurrency));
+  const size_t threads = std::min<size_t>(n, static_cast<size_t>(config->poll_concurrency));
   for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
   work();
   for (std::thread& t : helpers) t.join();
@@ -121,7 +165,9 @@ std::string Scaler::PollService(const ServiceConfig& cfg) {
       });
   absl::Time now = clock_.Now();
   MutexLock lock(&mu_);
-  Service& svc = services_[cfg.name];
+  auto found = services_.find(cfg.name);
+  if (found == services_.end()) return "";  // removed by a reload while its queries ran
+  Service& svc = found->second;
   autoscale::Decision d = autoscale::DecideReplicas(cfg.policy, s, svc.state, now);
   const bool first = svc.shown.polls == 0;
   const bool changed =
@@ -142,12 +188,14 @@ std::string Scaler::PollService(const ServiceConfig& cfg) {
 }
 
 void Scaler::Backfill(const std::atomic<bool>* stop) {
-  ForEachService([&](const ServiceConfig& cfg) { return BackfillService(cfg, stop); });
+  // The step is a server setting, which a reload leaves as it is.
+  const absl::Duration step = config()->BackfillStep();
+  ForEachService([&](const ServiceConfig& cfg) { return BackfillService(cfg, step, stop); });
 }
 
-std::string Scaler::BackfillService(const ServiceConfig& cfg, const std::atomic<bool>* stop) {
+std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration step,
+                                    const std::atomic<bool>* stop) {
   // Steps up to the one before now: the live polls take it from there.
-  const absl::Duration step = config_.BackfillStep();
   const int64_t count = autoscale::HistoryToRebuild(cfg.policy) / step;
   const absl::Time start = clock_.Now() - count * step;
   auto stopped = [stop] { return stop != nullptr && stop->load(); };
@@ -195,7 +243,9 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, const std::atomic<
   bool carried = false;
   {
     MutexLock lock(&mu_);
-    carried = autoscale::MergeHistory(cfg.policy, past, services_[cfg.name].state);
+    auto found = services_.find(cfg.name);
+    if (found == services_.end()) return "";  // removed by a reload meanwhile
+    carried = autoscale::MergeHistory(cfg.policy, past, found->second.state);
   }
   return absl::StrFormat(
       "%s: history rebuilt from Prometheus: %s from %s at %s steps, %.1f%% of them with the "
@@ -248,8 +298,14 @@ std::string Scaler::MetricsText() const {
   std::map<std::string, Shown> services;
   std::map<std::pair<std::string, std::string>, int64_t> rpcs;
   std::shared_ptr<const TlsFiles> tls;
+  std::shared_ptr<const ScalerConfig> config;  // the one `services` belongs to
+  std::map<std::string, int64_t> reloads;
+  bool current = true;
   {
     MutexLock lock(&mu_);
+    config = config_;
+    reloads = config_reloads_;
+    current = config_current_;
     for (const auto& [name, svc] : services_) {
       Shown& s = services.emplace(name, svc.shown).first->second;
       const autoscale::AutoscaleState& st = svc.state;
@@ -262,7 +318,7 @@ std::string Scaler::MetricsText() const {
   // One family at a time, a sample per service (the format wants a family's samples together).
   auto per_service = [&](const char* name, const char* type, const char* help, auto value) {
     family(name, type, help);
-    for (const ServiceConfig& cfg : config_.services) {
+    for (const ServiceConfig& cfg : config->services) {
       const Shown& svc = services.at(cfg.name);
       if (svc.polls == 0) continue;
       absl::StrAppend(&out, name, "{service=\"", LabelValue(cfg.name), "\"} ", value(cfg, svc),
@@ -304,7 +360,7 @@ std::string Scaler::MetricsText() const {
   family("tessera_scaler_signal", "gauge",
          "The signals of the last poll, as the policy read them (absent when not read or "
          "missing).");
-  for (const ServiceConfig& cfg : config_.services) {
+  for (const ServiceConfig& cfg : config->services) {
     const Shown& svc = services.at(cfg.name);
     const autoscale::Signals& s = svc.last;
     for (auto [signal, sample] : {std::pair{"waiting", &s.waiting},
@@ -325,21 +381,34 @@ std::string Scaler::MetricsText() const {
     absl::StrAppend(&out, "tessera_scaler_grpc_requests_total{method=\"", key.first, "\",code=\"",
                     key.second, "\"} ", n, "\n");
   }
+  family("tessera_scaler_config_current", "gauge",
+         "1 when the config file holds what the scaler runs; 0 when its last change was not "
+         "taken (invalid, or outside `services`: restart to apply).");
+  absl::StrAppend(&out, "tessera_scaler_config_current ", current ? 1 : 0, "\n");
+  family("tessera_scaler_config_reloads_total", "counter",
+         "Changes of the config file read while serving, by outcome (applied, invalid, "
+         "needs_restart).");
+  for (const char* result : {"applied", "invalid", "needs_restart"}) {
+    auto it = reloads.find(result);
+    absl::StrAppend(&out, "tessera_scaler_config_reloads_total{outcome=\"", result, "\"} ",
+                    it == reloads.end() ? 0 : it->second, "\n");
+  }
   AppendTlsMetrics(&out, "tessera_scaler", tls.get(), "the scaler serves to KEDA",
                    "read every tls.reloadInterval");
   return out;
 }
 
 absl::StatusOr<ScalerView> Scaler::View(const std::string& service) const {
-  const ServiceConfig* cfg = config_.Find(service);
+  const absl::Time now = clock_.Now();
+  MutexLock lock(&mu_);  // the config and the services together: a reload replaces both
+  const ServiceConfig* cfg = config_->Find(service);
   if (cfg == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("service \"", service,
-                     "\" is not in the scaler's config (known: ", config_.ServiceNames(), ")"));
+                     "\" is not in the scaler's config (known: ", config_->ServiceNames(), ")"));
   }
-  MutexLock lock(&mu_);
   ScalerView v = services_.at(service).shown.view;
-  v.fresh = FreshAt(v, *cfg, clock_.Now());
+  v.fresh = FreshAt(v, *cfg, now);
   return v;
 }
 
@@ -399,7 +468,7 @@ class ExternalScalerImpl final : public externalscaler::ExternalScaler::Service 
   grpc::Status StreamIsActiveImpl(grpc::ServerContext* ctx,
                                   const externalscaler::ScaledObjectRef* ref,
                                   grpc::ServerWriter<externalscaler::IsActiveResponse>* writer) {
-    absl::Duration period = scaler_.config().poll_interval;
+    const absl::Duration period = scaler_.config()->poll_interval;
     while (!ctx->IsCancelled() && !stop_->load()) {
       absl::StatusOr<bool> active = Active(*ref);
       if (!active.ok()) return ToGrpc(active.status());
@@ -456,7 +525,7 @@ class ExternalScalerImpl final : public externalscaler::ExternalScaler::Service 
           absl::StrCat("ScaledObject ", ref.namespace_(), "/", ref.name(),
                        ": trigger metadata has no `service` key naming a service of the config"));
     }
-    if (scaler_.config().Find(it->second) == nullptr) {
+    if (scaler_.config()->Find(it->second) == nullptr) {
       return scaler_.View(it->second).status();  // NotFound listing the known services
     }
     return it->second;
@@ -475,10 +544,36 @@ class ExternalScalerImpl final : public externalscaler::ExternalScaler::Service 
 
 }  // namespace
 
+void CheckConfigFile(Scaler& scaler, ConfigWatch* watch) {
+  absl::StatusOr<std::string> text = ReadFile(watch->path);
+  const std::string now = text.ok() ? *text : std::string();
+  if (now == watch->text) return;
+  watch->text = now;
+  absl::StatusOr<ScalerConfig> next =
+      text.ok() ? DecodeScalerConfig(watch->path, *text) : text.status();
+  if (!next.ok()) {
+    scaler.CountConfigReload("invalid", false);
+    scaler.Log(absl::StrCat("config ", watch->path, " changed and is not taken (",
+                            next.status().message(), "); serving the config read before"));
+    return;
+  }
+  absl::StatusOr<std::string> changed = scaler.Reload(*std::move(next));
+  if (!changed.ok()) {
+    scaler.CountConfigReload("needs_restart", false);
+    scaler.Log(absl::StrCat("config ", watch->path, " changed: ", changed.status().message()));
+    return;
+  }
+  scaler.CountConfigReload("applied", true);
+  scaler.Log(absl::StrCat("config ", watch->path,
+                          " reloaded: ", changed->empty() ? "no service changed" : *changed));
+}
+
 absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::atomic<bool>* stop,
-                         std::atomic<int>* bound_port) {
+                         std::atomic<int>* bound_port, ConfigWatch* watch) {
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
-  const ScalerConfig& cfg = scaler.config();
+  // The server settings, which a reload leaves as they are (Scaler::Reload).
+  const std::shared_ptr<const ScalerConfig> config = scaler.config();
+  const ScalerConfig& cfg = *config;
   std::unique_ptr<ServerTls> tls;  // outlives the server, whose handshakes it answers
   if (!cfg.tls_cert_file.empty()) {
     absl::StatusOr<std::unique_ptr<ServerTls>> made =
@@ -514,9 +609,15 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
   const absl::Duration tick = absl::Milliseconds(20);
   absl::Time next = clock.Now();
   absl::Duration slept;  // since the last poll
-  // The TLS files are read again every reload interval of time slept (whatever the clock does).
+  // The TLS files are read again every reload interval of time slept (whatever the clock does),
+  // and so is the config file every watch->interval.
   absl::Duration since_tls_reload;
+  absl::Duration since_config_check;
   while (!stop->load()) {
+    if (watch != nullptr && since_config_check >= watch->interval) {
+      CheckConfigFile(scaler, watch);
+      since_config_check = absl::ZeroDuration();
+    }
     if (tls != nullptr && since_tls_reload >= cfg.tls_reload_interval) {
       ServerTls::Reloaded r = tls->Reload();
       if (r.outcome != ServerTls::Outcome::kSame) scaler.Log(r.message);
@@ -532,6 +633,7 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
     std::this_thread::sleep_for(absl::ToChronoMilliseconds(tick));
     slept += tick;
     since_tls_reload += tick;
+    since_config_check += tick;
   }
   server->Shutdown(absl::ToChronoTime(clock.Now() + absl::Seconds(2)));
   server->Wait();

@@ -104,7 +104,20 @@ class Scaler {
   // The TLS files whose expiry and reloads MetricsText shows (ServeScaler sets them when it
   // serves TLS).
   void ShowTls(std::shared_ptr<const TlsFiles> files);
-  const ScalerConfig& config() const { return config_; }
+  // Takes a new config while serving: its services' queries and knobs apply from the next poll
+  // (a poll in flight finishes on the old ones), what a kept service learned is kept, a service
+  // added is polled from the next poll (its history builds up from then), one removed is
+  // answered NotFound. FailedPrecondition, and nothing taken, when anything outside `services`
+  // differs: the Prometheus client, TLS, poll loop and backfill were built from it at start
+  // (restart to apply). Returns what changed ("chat-small changed; chat-large added; old
+  // removed"), "" when nothing did.
+  absl::StatusOr<std::string> Reload(ScalerConfig next);
+  // Counts a changed config file read while serving, by outcome ("applied", "invalid",
+  // "needs_restart"), and
+  // whether what the file holds now is what runs (tessera_scaler_config_*).
+  void CountConfigReload(const std::string& result, bool current);
+  // The config running now (a snapshot: a reload replaces it, it does not change).
+  std::shared_ptr<const ScalerConfig> config() const;
   const Clock& clock() const { return clock_; }
   static std::string MetricName(const std::string& service) { return "tessera-" + service; }
 
@@ -126,7 +139,8 @@ class Scaler {
   // One service's queries and decision; its log line if the decision changed, else "".
   std::string PollService(const ServiceConfig& cfg);
   // One service's backfill; its log line ("" when stopped).
-  std::string BackfillService(const ServiceConfig& cfg, const std::atomic<bool>* stop);
+  std::string BackfillService(const ServiceConfig& cfg, absl::Duration step,
+                              const std::atomic<bool>* stop);
   // Runs `fn` for every service, config().poll_concurrency at once, then logs the lines it
   // returned (in config order, whichever thread ran them; "" logs nothing). The log sink is
   // called under log_mu_: polls and the backfill log from their own threads.
@@ -137,20 +151,37 @@ class Scaler {
   autoscale::Sample Read(const std::string& query, bool empty_is_zero, std::string* problems,
                          int64_t* failures);
 
-  ScalerConfig config_;
   MetricSource& source_;
   const Clock& clock_;
   LogSink log_;
   Mutex log_mu_;
   mutable Mutex mu_;
+  std::shared_ptr<const ScalerConfig> config_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Service> services_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> config_reloads_ ABSL_GUARDED_BY(mu_);  // by outcome
+  bool config_current_ ABSL_GUARDED_BY(mu_) = true;
   std::map<std::pair<std::string, std::string>, int64_t> rpcs_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const TlsFiles> tls_ ABSL_GUARDED_BY(mu_);  // none: plaintext
 };
 
+// The config file a serving scaler reads again, the text it runs, and how often (in time slept:
+// a ConfigMap's mounted file changes within about a minute of the ConfigMap, and reading a small
+// file is cheap).
+struct ConfigWatch {
+  std::string path;
+  std::string text;
+  absl::Duration interval = absl::Seconds(10);
+};
+
+// Reads watch->path again; when its text differs from watch->text, decodes it and hands it to
+// scaler.Reload, then logs and counts the outcome (applied, invalid: the error located in the
+// file, needs_restart). watch->text becomes the text read, so one edit is reported once.
+void CheckConfigFile(Scaler& scaler, ConfigWatch* watch);
+
 // Serves `scaler` on `listen` (host:port; port 0 = any, reported in *bound_port) until *stop,
-// polling every config().poll_interval. TLS when the config names a certificate and key.
+// polling every config()->poll_interval. TLS when the config names a certificate and key. With
+// `watch`, its file is read again every watch->interval of time slept (CheckConfigFile).
 absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::atomic<bool>* stop,
-                         std::atomic<int>* bound_port = nullptr);
+                         std::atomic<int>* bound_port = nullptr, ConfigWatch* watch = nullptr);
 
 }  // namespace tessera::adapters

@@ -425,8 +425,10 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
     if (absl::Status v = p.Validate(); !v.ok()) {
       return sf.Error(v.message());
     }
+    s.settings = CanonicalYaml(sf.node());
     c.services.push_back(std::move(s));
   }
+  c.server_settings = CanonicalYaml(doc.node(), "services");
   return c;
 }
 

@@ -30,6 +30,8 @@ struct ServiceConfig {
   // pods, so without it a service at zero wakes only on what its config can see. "" = none.
   std::string activation_query;
   autoscale::AutoscalePolicy policy;
+  // The service's entry as written (CanonicalYaml): a reload compares it to see what changed.
+  std::string settings;
 
   // Every query with its name ("ready", "starting", "queue", "activation", "running",
   // "utilization", "throughput"); a query not set is "".
@@ -67,6 +69,9 @@ struct ScalerConfig {
   // rewriting the mounted Secret) is served, and a renewed client CA trusted, without a restart.
   absl::Duration tls_reload_interval = absl::Minutes(1);
   std::vector<ServiceConfig> services;
+  // Everything but `services` as written (CanonicalYaml): what a running scaler cannot take
+  // without a restart (its Prometheus client, TLS, poll loop and backfill are built from it).
+  std::string server_settings;
 
   const ServiceConfig* Find(const std::string& name) const;
   // The step of the history replayed on start: the poll interval, but no finer than 5 s

@@ -6,14 +6,19 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "adapters/io/files.h"
+#include "adapters/io/test_scratch_dir.h"
 #include "adapters/keda/test_scaler_server.h"
 #include "adapters/net/test_http_server.h"
 #include "adapters/prometheus/test_slow_range.h"
@@ -220,6 +225,172 @@ TEST(Scaler, AtZeroTheActivationQueryStandsInForTheServersQueue) {
 
 // KEDA's `external-push`: StreamIsActive pushes the activity every poll interval, so a service
 // at zero is woken as soon as requests wait, without KEDA's polling delay.
+// chat's knobs (`knobs`, YAML flow entries) and a second service `other`.
+absl::StatusOr<ScalerConfig> ReloadConfig(const std::string& knobs,
+                                          const std::string& other = "other") {
+  return ConfigWith(absl::StrCat("  - {name: chat, queueQuery: waiting, readyQuery: ready, ", knobs,
+                                 "}\n  - {name: ", other,
+                                 ", queueQuery: o_waiting, "
+                                 "readyQuery: o_ready, minReplicas: 1}\n"));
+}
+
+TEST(Scaler, AReloadTakesTheServicesChangesAndKeepsWhatTheyLearned) {
+  absl::StatusOr<ScalerConfig> before = ReloadConfig("maxReplicas: 20");
+  ASSERT_TRUE(before.ok()) << before.status();
+  SimulatedClock clock(absl::FromUnixSeconds(1764700000));
+  ScriptedSource prom(clock);
+  prom.values = {{"waiting", 40}, {"ready", 10}, {"o_waiting", 0}, {"o_ready", 1}};
+  Scaler scaler(*before, prom, clock);
+  scaler.PollOnce();
+  ASSERT_EQ(scaler.View("chat")->replicas, 10);
+  // The queue gone: the scale-down window holds the 10 it asked for.
+  prom.values["waiting"] = 0;
+  clock.Advance(absl::Seconds(15));
+  scaler.PollOnce();
+  ASSERT_EQ(scaler.View("chat")->replicas, 10);
+
+  // A knob of chat changed, `other` renamed `fresh`: what chat learned (the window) is kept.
+  absl::StatusOr<ScalerConfig> after = ReloadConfig("maxReplicas: 20, coldStart: 90s", "fresh");
+  ASSERT_TRUE(after.ok()) << after.status();
+  absl::StatusOr<std::string> changed = scaler.Reload(*after);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(*changed, "chat changed; fresh added; other removed");
+  EXPECT_EQ(scaler.View("other").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(scaler.View("other").status().message(), HasSubstr("(known: chat, fresh)"));
+  EXPECT_EQ(scaler.View("fresh")->reason, "no poll yet (added by a config reload)");
+  EXPECT_EQ(scaler.config()->Find("chat")->policy.cold_start, absl::Seconds(90));
+  clock.Advance(absl::Seconds(15));
+  scaler.PollOnce();
+  EXPECT_EQ(scaler.View("chat")->replicas, 10);  // still held: the window was kept
+  EXPECT_EQ(scaler.View("fresh")->replicas, 1);
+  EXPECT_EQ(scaler.View("other").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(scaler.MetricsText(), Not(HasSubstr("service=\"other\"")));
+
+  // A ceiling lowered applies from the next poll.
+  absl::StatusOr<ScalerConfig> lower = ReloadConfig("maxReplicas: 3, coldStart: 90s", "fresh");
+  ASSERT_TRUE(lower.ok()) << lower.status();
+  EXPECT_EQ(*scaler.Reload(*lower), "chat changed");
+  EXPECT_EQ(*scaler.Reload(*lower), "");  // the same again: nothing changed
+  clock.Advance(absl::Seconds(15));
+  scaler.PollOnce();
+  EXPECT_EQ(scaler.View("chat")->replicas, 3);
+
+  // Prometheus elsewhere: nothing taken, not even the services' changes.
+  absl::StatusOr<ScalerConfig> moved =
+      ConfigWith("  - {name: chat, queueQuery: waiting, readyQuery: ready}\n", ", timeout: 5s");
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  changed = scaler.Reload(*moved);
+  EXPECT_EQ(changed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(changed.status().message(), HasSubstr("restart the scaler to apply"));
+  EXPECT_EQ(scaler.config()->Find("chat")->policy.max_replicas, 3);
+  EXPECT_TRUE(scaler.View("fresh").ok());
+}
+
+TEST(Scaler, AChangedConfigFileIsTakenOrReportedOnce) {
+  testing::ScratchDir dir("reload");
+  const std::string path = dir.path() + "/scaler.yaml";
+  auto text_of = [](const std::string& services, const std::string& prometheus = "") {
+    return absl::StrCat("apiVersion: tessera.io/v1alpha1\nkind: ScalerConfig\n",
+                        "prometheus: {url: \"http://prom:9090\"", prometheus, "}\nservices:\n",
+                        services);
+  };
+  const std::string v1 = text_of("  - {name: chat, queueQuery: w, readyQuery: r}\n");
+  const std::string v2 =
+      text_of("  - {name: chat, queueQuery: w, readyQuery: r, minReplicas: 2}\n");
+  absl::StatusOr<ScalerConfig> config = DecodeScalerConfig(path, v1);
+  ASSERT_TRUE(config.ok()) << config.status();
+  SimulatedClock clock(absl::FromUnixSeconds(1764700000));
+  ScriptedSource prom(clock);
+  std::vector<std::string> log;
+  Scaler scaler(*config, prom, clock, [&log](const std::string& line) { log.push_back(line); });
+  ConfigWatch watch{path, v1};
+  auto write = [&path](const std::string& text) {
+    ASSERT_TRUE(WriteFileAtomically(path, text).ok());
+  };
+  auto metric = [&scaler](const std::string& sample) {
+    return absl::StrContains(scaler.MetricsText(), absl::StrCat("\n", sample, "\n"));
+  };
+  write(v1);
+  CheckConfigFile(scaler, &watch);  // unchanged: nothing
+  EXPECT_TRUE(log.empty());
+  EXPECT_TRUE(metric("tessera_scaler_config_reloads_total{outcome=\"applied\"} 0"));
+
+  write(v2);
+  CheckConfigFile(scaler, &watch);
+  ASSERT_EQ(log.size(), 1U);
+  EXPECT_EQ(log.back(), absl::StrCat("config ", path, " reloaded: chat changed"));
+  EXPECT_EQ(scaler.config()->Find("chat")->policy.min_replicas, 2);
+  EXPECT_TRUE(metric("tessera_scaler_config_reloads_total{outcome=\"applied\"} 1"));
+
+  // An invalid edit: located, the config before kept, reported once however often it is read.
+  write(text_of("  - {name: chat, queueQuery: w, readyQuery: r, minReplicas: -1}\n"));
+  CheckConfigFile(scaler, &watch);
+  CheckConfigFile(scaler, &watch);
+  ASSERT_EQ(log.size(), 2U);
+  EXPECT_THAT(log.back(),
+              HasSubstr(absl::StrCat("config ", path, " changed and is not taken (", path, ":5:")));
+  EXPECT_THAT(log.back(), HasSubstr("minReplicas"));
+  EXPECT_THAT(log.back(), HasSubstr("serving the config read before"));
+  EXPECT_EQ(scaler.config()->Find("chat")->policy.min_replicas, 2);
+  EXPECT_TRUE(metric("tessera_scaler_config_reloads_total{outcome=\"invalid\"} 1"));
+  EXPECT_TRUE(metric("tessera_scaler_config_current 0"));
+
+  // Prometheus' settings changed: a restart is needed, said once.
+  write(text_of("  - {name: chat, queueQuery: w, readyQuery: r}\n", ", timeout: 9s"));
+  CheckConfigFile(scaler, &watch);
+  CheckConfigFile(scaler, &watch);
+  ASSERT_EQ(log.size(), 3U);
+  EXPECT_THAT(log.back(), HasSubstr("restart the scaler to apply it"));
+  EXPECT_TRUE(metric("tessera_scaler_config_reloads_total{outcome=\"needs_restart\"} 1"));
+  EXPECT_EQ(scaler.config()->Find("chat")->policy.min_replicas, 2);
+
+  // Back to what runs, laid out anew with a comment: taken, nothing changed, current again.
+  write(absl::StrCat("# chat, as before\n", v2));
+  CheckConfigFile(scaler, &watch);
+  ASSERT_EQ(log.size(), 4U);
+  EXPECT_EQ(log.back(), absl::StrCat("config ", path, " reloaded: no service changed"));
+  EXPECT_TRUE(metric("tessera_scaler_config_current 1"));
+  EXPECT_TRUE(metric("tessera_scaler_config_reloads_total{outcome=\"applied\"} 2"));
+
+  // The file gone (a volume remounted): reported as invalid, the config kept.
+  ASSERT_TRUE(std::filesystem::remove(path));
+  CheckConfigFile(scaler, &watch);
+  ASSERT_EQ(log.size(), 5U);
+  EXPECT_THAT(log.back(), HasSubstr("no such file"));
+  EXPECT_EQ(scaler.config()->Find("chat")->policy.min_replicas, 2);
+}
+
+TEST(Scaler, ReloadsWhilePollingAndServingViews) {
+  absl::StatusOr<ScalerConfig> a = ReloadConfig("maxReplicas: 20");
+  absl::StatusOr<ScalerConfig> b = ReloadConfig("maxReplicas: 4", "fresh");
+  ASSERT_TRUE(a.ok() && b.ok());
+  RealClock clock;
+  ScriptedSource prom(clock);
+  prom.values = {{"waiting", 40}, {"ready", 2}, {"o_waiting", 3}, {"o_ready", 1}};
+  Scaler scaler(*a, prom, clock);
+  std::atomic<bool> done{false};
+  std::thread poller([&] {
+    while (!done.load()) {
+      scaler.PollOnce();
+      scaler.Backfill();  // the source keeps no history: each service logs and goes on
+    }
+  });
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(scaler.Reload(i % 2 == 0 ? *b : *a).ok());
+    absl::StatusOr<ScalerView> v = scaler.View("chat");
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_LE(v->replicas, 20);
+    const absl::StatusCode other = scaler.View("other").status().code();
+    EXPECT_TRUE(other == absl::StatusCode::kOk || other == absl::StatusCode::kNotFound);
+    EXPECT_THAT(scaler.MetricsText(), HasSubstr("tessera_scaler_desired_replicas"));
+  }
+  done = true;
+  poller.join();
+  // Whichever config came last, only its services are there.
+  EXPECT_TRUE(scaler.View("other").ok());
+  EXPECT_EQ(scaler.View("fresh").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST(Scaler, StreamIsActivePushesTheChangeFromIdleToActive) {
   absl::StatusOr<ScalerConfig> config = ConfigWith(
       "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready, "
@@ -420,7 +591,8 @@ TEST(Scaler, MetricsShowDecisionsSignalsMissingDataAndRpcs) {
       continue;
     }
     ++samples;
-    EXPECT_TRUE(absl::StartsWith(line, family + "{")) << line << " after " << family;
+    EXPECT_TRUE(absl::StartsWith(line, family + "{") || absl::StartsWith(line, family + " "))
+        << line << " after " << family;
     double value = 0;
     EXPECT_TRUE(absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) << line;
   }
