@@ -1,10 +1,8 @@
 #include "cmd/sim_command.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <thread>
@@ -230,40 +228,32 @@ std::string Figures(const sim::SimResult& r) {
                          100 * r.utilization, 100 * r.slo_attainment);
 }
 
+// The knobs --recommend chooses, as ScalerConfig fields: each name and its value as written there
+// ("0.95", "5m"; %g keeps 6 digits, which every grid value fits).
+std::vector<std::pair<std::string, std::string>> ChosenKnobs(const autoscale::AutoscalePolicy& p) {
+  auto number = [](double v) { return absl::StrFormat("%g", v); };
+  return {{"targetUtilization", number(p.target_utilization)},
+          {"utilizationBand", number(p.utilization_band)},
+          {"targetQueuePerReplica", number(p.target_queue_per_replica)},
+          {"minReplicas", absl::StrCat(p.min_replicas)},
+          {"scaleDownWindow", absl::FormatDuration(p.scale_down_window)},
+          {"scaleDownQuantile", number(p.scale_down_quantile)}};
+}
+
 // --write-config: the --config file's `text` with the knobs --recommend chooses (`chosen`) set on
 // service `index` where they differ from its own (`was`), and what changed ("targetUtilization
 // 0.75 -> 0.95"). The edited text is decoded again and must give the service `chosen`'s knobs.
 absl::StatusOr<std::pair<std::string, std::vector<std::string>>> ConfigWithKnobs(
     const std::string& file, const std::string& text, size_t index,
     const autoscale::AutoscalePolicy& was, const autoscale::AutoscalePolicy& chosen) {
-  struct Knob {
-    const char* name;
-    double was, chosen;
-    std::string was_text, chosen_text;
-  };
-  auto number = [](double v) { return absl::StrFormat("%g", v); };
-  auto duration = [](absl::Duration d) { return absl::FormatDuration(d); };
-  const Knob knobs[] = {
-      {"targetUtilization", was.target_utilization, chosen.target_utilization,
-       number(was.target_utilization), number(chosen.target_utilization)},
-      {"utilizationBand", was.utilization_band, chosen.utilization_band,
-       number(was.utilization_band), number(chosen.utilization_band)},
-      {"targetQueuePerReplica", was.target_queue_per_replica, chosen.target_queue_per_replica,
-       number(was.target_queue_per_replica), number(chosen.target_queue_per_replica)},
-      {"minReplicas", static_cast<double>(was.min_replicas),
-       static_cast<double>(chosen.min_replicas), number(was.min_replicas),
-       number(chosen.min_replicas)},
-      {"scaleDownWindow", absl::ToDoubleSeconds(was.scale_down_window),
-       absl::ToDoubleSeconds(chosen.scale_down_window), duration(was.scale_down_window),
-       duration(chosen.scale_down_window)},
-      {"scaleDownQuantile", was.scale_down_quantile, chosen.scale_down_quantile,
-       number(was.scale_down_quantile), number(chosen.scale_down_quantile)}};
+  const std::vector<std::pair<std::string, std::string>> before = ChosenKnobs(was);
+  const std::vector<std::pair<std::string, std::string>> after = ChosenKnobs(chosen);
   std::vector<std::pair<std::string, std::string>> values;
   std::vector<std::string> changes;
-  for (const Knob& k : knobs) {
-    if (k.was == k.chosen) continue;
-    values.emplace_back(k.name, k.chosen_text);
-    changes.push_back(absl::StrCat(k.name, " ", k.was_text, " -> ", k.chosen_text));
+  for (size_t i = 0; i < after.size(); ++i) {
+    if (before[i].second == after[i].second) continue;
+    values.push_back(after[i]);
+    changes.push_back(absl::StrCat(after[i].first, " ", before[i].second, " -> ", after[i].second));
   }
   TESSERA_ASSIGN_OR_RETURN(std::string edited,
                            adapters::SetListItemScalars(file, text, "services", index, values));
@@ -272,20 +262,10 @@ absl::StatusOr<std::pair<std::string, std::vector<std::string>>> ConfigWithKnobs
     return absl::InternalError(
         absl::StrCat("the edited config does not decode: ", check.status().message()));
   }
-  const autoscale::AutoscalePolicy& now = check->services.at(index).policy;
-  const double read[] = {now.target_utilization,
-                         now.utilization_band,
-                         now.target_queue_per_replica,
-                         static_cast<double>(now.min_replicas),
-                         absl::ToDoubleSeconds(now.scale_down_window),
-                         now.scale_down_quantile};
-  for (size_t i = 0; i < std::size(knobs); ++i) {
-    // %g keeps 6 digits: a knob read back within a millionth is the one chosen.
-    if (std::abs(read[i] - knobs[i].chosen) > 1e-6 * std::max(1.0, std::abs(knobs[i].chosen))) {
-      return absl::InternalError(absl::StrCat("the edited config gives ", knobs[i].name, " ",
-                                              read[i], ", not the ", knobs[i].chosen_text,
-                                              " chosen (an entry the edit did not reach?)"));
-    }
+  if (ChosenKnobs(check->services.at(index).policy) != after) {
+    return absl::InternalError(
+        "the edited config does not give the service the knobs chosen (an entry the edit did not "
+        "reach?)");
   }
   return std::make_pair(std::move(edited), std::move(changes));
 }
@@ -874,26 +854,24 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
       const autoscale::AutoscalePolicy& p = best_spec->tessera;
       std::printf(
           "  as fields of the service in the scaler's config (kind ScalerConfig), its other "
-          "knobs %s:\n    targetUtilization: %g\n    utilizationBand: %g\n"
-          "    targetQueuePerReplica: %g\n    minReplicas: %d\n    scaleDownWindow: %s\n"
-          "    scaleDownQuantile: %g\n",
-          configured ? absl::StrCat("as in ", f.config_file).c_str() : "at their defaults",
-          p.target_utilization, p.utilization_band, p.target_queue_per_replica, p.min_replicas,
-          absl::FormatDuration(p.scale_down_window).c_str(), p.scale_down_quantile);
+          "knobs %s:\n",
+          configured ? absl::StrCat("as in ", f.config_file).c_str() : "at their defaults");
+      for (const auto& [name, value] : ChosenKnobs(p)) {
+        std::printf("    %s: %s\n", name.c_str(), value.c_str());
+      }
       if (!f.write_config.empty() && write_error.empty()) {
         absl::StatusOr<std::pair<std::string, std::vector<std::string>>> edited =
             ConfigWithKnobs(f.config_file, config_text, configured_index, configured->policy, p);
         absl::Status written = edited.status();
-        // The edit is of the text read before the runs: one changed since (by hand, by a
-        // ConfigMap sync) is not overwritten.
-        if (absl::StatusOr<std::string> now = adapters::ReadFile(f.config_file);
-            written.ok() && (!now.ok() || *now != config_text)) {
-          written = absl::AbortedError(
-              absl::StrCat("not written: --config ", f.config_file,
-                           " changed while the runs were simulated (run again)"));
-        }
         if (written.ok()) {
-          written = adapters::WriteFileAtomically(f.write_config, edited->first);
+          // The edit is of the text read before the runs: one changed since (by hand, by a
+          // ConfigMap sync) is not overwritten.
+          absl::StatusOr<std::string> now = adapters::ReadFile(f.config_file);
+          written = now.ok() && *now == config_text
+                        ? adapters::WriteFileAtomically(f.write_config, edited->first)
+                        : absl::AbortedError(
+                              absl::StrCat("not written: --config ", f.config_file,
+                                           " changed while the runs were simulated (run again)"));
         }
         if (!written.ok()) {
           write_error = absl::StrCat("--write-config ", f.write_config, ": ", written.message());

@@ -1,13 +1,12 @@
 #include "sim/autoscale_sim.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <deque>
 #include <limits>
-#include <thread>
 
 #include "base/clock.h"
+#include "base/parallel.h"
 #include "base/random.h"
 
 namespace tessera::sim {
@@ -586,18 +585,8 @@ std::vector<SimResult> SimulateAll(const std::vector<SimRequest>& requests,
                                    const ServingModel& model, const SimOptions& options,
                                    const std::vector<PolicySpec>& policies, int jobs) {
   std::vector<SimResult> out(policies.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < policies.size(); i = next++) {
-      out[i] = Simulate(requests, model, options, policies[i]);
-    }
-  };
-  const size_t threads = std::min(policies.size(), static_cast<size_t>(std::max(jobs, 1)));
-  std::vector<std::thread> pool;
-  pool.reserve(threads > 0 ? threads - 1 : 0);
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();  // this thread takes its share too
-  for (std::thread& t : pool) t.join();
+  ParallelFor(policies.size(), static_cast<size_t>(std::max(jobs, 1)),
+              [&](size_t i) { out[i] = Simulate(requests, model, options, policies[i]); });
   return out;
 }
 

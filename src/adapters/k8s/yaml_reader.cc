@@ -120,16 +120,17 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
                                text.size());
   absl::Status status;
   int flow_depth = 0;
-  std::vector<bool> open;
-  // Per open collection: for a map, whether a key comes next and the scalar keys seen (with their
-  // line). A key given twice is refused, as Kubernetes' strict decoding does: yaml-cpp would keep
-  // the first and drop the second without a word.
-  struct Keys {
+  // The collections open, innermost last (events come in order: a stack answers for each
+  // whether it is in flow style, and for a map whether a key comes next and the scalar keys seen
+  // with their line). A key given twice is refused, as Kubernetes' strict decoding does:
+  // yaml-cpp would keep the first and drop the second without a word.
+  struct Open {
+    bool flow = false;
     bool map = false;
     bool expect_key = true;
     std::map<std::string, size_t, std::less<>> seen;
   };
-  std::vector<Keys> keys;
+  std::vector<Open> open;
   ByteOffsets offsets(text);
   for (;;) {
     yaml_event_t event;
@@ -143,8 +144,8 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
     const bool node = event.type == YAML_SCALAR_EVENT || event.type == YAML_ALIAS_EVENT ||
                       event.type == YAML_SEQUENCE_START_EVENT ||
                       event.type == YAML_MAPPING_START_EVENT;
-    if (node && !keys.empty() && keys.back().map) {
-      Keys& top = keys.back();
+    if (node && !open.empty() && open.back().map) {
+      Open& top = open.back();
       if (top.expect_key && event.type == YAML_SCALAR_EVENT) {
         std::string key(reinterpret_cast<const char*>(event.data.scalar.value),
                         event.data.scalar.length);
@@ -159,12 +160,6 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
         }
       }
       top.expect_key = !top.expect_key;
-    }
-    if (event.type == YAML_SEQUENCE_START_EVENT || event.type == YAML_MAPPING_START_EVENT) {
-      keys.push_back(Keys{event.type == YAML_MAPPING_START_EVENT, true, {}});
-    } else if ((event.type == YAML_SEQUENCE_END_EVENT || event.type == YAML_MAPPING_END_EVENT) &&
-               !keys.empty()) {
-      keys.pop_back();
     }
     // A tag with a ',' in it (on any node) is another input yaml-cpp 0.7 never finishes.
     const yaml_char_t* tag = event.type == YAML_SCALAR_EVENT ? event.data.scalar.tag
@@ -204,12 +199,11 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
         break;
       }
     }
-    // Collections open and close in order: a stack of "is flow" answers them.
     if (event.type == YAML_SEQUENCE_START_EVENT || event.type == YAML_MAPPING_START_EVENT) {
-      bool flow = event.type == YAML_SEQUENCE_START_EVENT
-                      ? event.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE
-                      : event.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE;
-      open.push_back(flow);
+      const bool map = event.type == YAML_MAPPING_START_EVENT;
+      const bool flow = map ? event.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE
+                            : event.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE;
+      open.push_back(Open{flow, map, true, {}});
       flow_depth += flow ? 1 : 0;
       // yaml-cpp refuses more than 500 levels as "bad file"; no configuration nests this deep.
       if (open.size() > kMaxYamlDepth) {
@@ -221,7 +215,7 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
       }
     } else if ((event.type == YAML_SEQUENCE_END_EVENT || event.type == YAML_MAPPING_END_EVENT) &&
                !open.empty()) {
-      flow_depth -= open.back() ? 1 : 0;
+      flow_depth -= open.back().flow ? 1 : 0;
       open.pop_back();
     }
     // yaml-cpp 0.7 also loops forever on a block-context plain scalar that starts with ',' or
@@ -388,6 +382,7 @@ absl::Status FindListItemMap(absl::string_view file, absl::string_view text,
     const bool node = type == YAML_SCALAR_EVENT || type == YAML_ALIAS_EVENT ||
                       type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT;
     if (type == YAML_DOCUMENT_END_EVENT || type == YAML_STREAM_END_EVENT) done = true;
+    bool opens_list = false, opens_item = false;  // the collection this event opens
     if (node && !stack.empty()) {
       Frame& top = stack.back();
       const bool is_key = top.map && top.expect_key;
@@ -415,7 +410,6 @@ absl::Status FindListItemMap(absl::string_view file, absl::string_view text,
             (style == YAML_PLAIN_SCALAR_STYLE || style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
              style == YAML_DOUBLE_QUOTED_SCALAR_STYLE);
       }
-      bool opens_list = false, opens_item = false;
       if (top.map && !top.expect_key) {
         opens_list = stack.size() == 1 && top.key == list_key;
         if (opens_list) {
@@ -434,20 +428,15 @@ absl::Status FindListItemMap(absl::string_view file, absl::string_view text,
         }
       }
       if (top.map) top.expect_key = !top.expect_key;
-      if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
-        Frame f;
-        f.map = type == YAML_MAPPING_START_EVENT;
-        f.target_list = opens_list;
-        f.target_item = opens_item;
-        if (opens_item) place->flow = event.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE;
-        stack.push_back(std::move(f));
-      }
-    } else if (node) {
-      if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
-        Frame f;
-        f.map = type == YAML_MAPPING_START_EVENT;
-        stack.push_back(std::move(f));
-      }
+    }
+    if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
+      Frame f;
+      f.map = type == YAML_MAPPING_START_EVENT;
+      f.target_list = opens_list;
+      f.target_item = opens_item;
+      if (opens_item && f.map)
+        place->flow = event.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE;
+      stack.push_back(std::move(f));
     } else if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT) {
       if (!stack.empty()) {
         if (stack.back().target_item) {

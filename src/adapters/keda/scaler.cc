@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "adapters/io/files.h"
 #include "adapters/keda/server_tls.h"
+#include "base/parallel.h"
 #include "externalscaler.grpc.pb.h"
 
 namespace tessera::adapters {
@@ -94,17 +95,9 @@ autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero, std
 
 void Scaler::ForEachService(const std::function<std::string(const ServiceConfig&)>& fn) {
   const std::shared_ptr<const ScalerConfig> config = this->config();  // a reload may replace it
-  const size_t n = config->services.size();
-  std::vector<std::string> lines(n);
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) lines[i] = fn(config->services[i]);
-  };
-  std::vector<std::thread> helpers;
-  const size_t threads = std::min<size_t>(n, static_cast<size_t>(config->poll_concurrency));
-  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
-  work();
-  for (std::thread& t : helpers) t.join();
+  std::vector<std::string> lines(config->services.size());
+  ParallelFor(lines.size(), static_cast<size_t>(config->poll_concurrency),
+              [&](size_t i) { lines[i] = fn(config->services[i]); });
   if (log_) {
     MutexLock lock(&log_mu_);
     for (const std::string& line : lines) {
