@@ -191,14 +191,20 @@ absl::Duration HistoryToRebuild(const AutoscalePolicy& policy) {
 bool MergeHistory(const AutoscalePolicy& policy, const AutoscaleState& past, AutoscaleState& live) {
   if (live.batch_per_replica <= 0) live.batch_per_replica = past.batch_per_replica;
   const bool carried = MergeWindow(policy, past, live);
+  MergeLoadHistory(policy, past, live);
+  return carried;
+}
+
+void MergeLoadHistory(const AutoscalePolicy& policy, const AutoscaleState& past,
+                      AutoscaleState& live) {
   const int64_t size = HistoryMinutes(policy);
-  if (size == 0 || static_cast<int64_t>(past.load_by_minute.size()) != size) return carried;
+  if (size == 0 || static_cast<int64_t>(past.load_by_minute.size()) != size) return;
   if (static_cast<int64_t>(live.load_by_minute.size()) != size) {
     // No decision yet (or under other knobs, which the next one resets): the past is all there is.
     live.load_by_minute = past.load_by_minute;
     live.first_minute = past.first_minute;
     live.last_minute = past.last_minute;
-    return carried;
+    return;
   }
   const int64_t from = std::max(past.first_minute, live.last_minute - size + 1);
   const int64_t to = std::min(past.last_minute, live.last_minute);
@@ -210,7 +216,6 @@ bool MergeHistory(const AutoscalePolicy& policy, const AutoscaleState& past, Aut
     slot = m < live.first_minute ? then : std::min(slot, then);
   }
   if (from <= to) live.first_minute = std::min(live.first_minute, from);
-  return carried;
 }
 
 absl::Status AutoscalePolicy::Validate() const {

@@ -162,4 +162,11 @@ absl::Duration HistoryToRebuild(const AutoscalePolicy& policy);
 // before `live`'s first).
 bool MergeHistory(const AutoscalePolicy& policy, const AutoscaleState& past, AutoscaleState& live);
 
+// The first part of MergeHistory alone: `past`'s per-minute load for the seasonal rule. For a
+// service whose knobs changed the shape of that history (coldStart, seasonalPeriods,
+// seasonalRepeats) while `live` kept deciding: its scale-down window, idle clock, trend and batch
+// are its own, and stay.
+void MergeLoadHistory(const AutoscalePolicy& policy, const AutoscaleState& past,
+                      AutoscaleState& live);
+
 }  // namespace tessera::autoscale

@@ -603,6 +603,35 @@ TEST(AutoscalePolicy, MergedHistoryKeepsTheLeastOfAMinuteBothSawAndWhatLiveCanno
   EXPECT_EQ(later.first_minute, 1200);
 }
 
+// MergeLoadHistory takes the past's per-minute load as MergeHistory does, and nothing else: a
+// service that kept deciding through a change of knobs keeps its own window, idle clock, trend
+// and batch, where MergeHistory would carry the past's (its last fresh decision is within
+// staleAfter of the live one's start).
+TEST(AutoscalePolicy, MergingTheLoadHistoryAloneLeavesTheRestOfTheStateAsItWas) {
+  AutoscalePolicy p;
+  p.seasonal_periods = {absl::Hours(1)};
+  p.seasonal_repeats = 1;
+  AutoscaleState past;
+  DecideReplicas(p, At(kT0, 40, 200, 10), past, kT0);  // a batch of 20 seen, 14 recommended
+  ASSERT_EQ(past.batch_per_replica, 20);
+  ASSERT_FALSE(past.recommendations.empty());
+  AutoscaleState live;
+  DecideReplicas(p, At(kT0 + absl::Seconds(5), 0, 2, 1), live, kT0 + absl::Seconds(5));
+  const auto recommendations = live.recommendations;
+  const auto demand = live.demand;
+  AutoscaleState whole = live;
+  EXPECT_TRUE(MergeHistory(p, past, whole));
+  EXPECT_EQ(whole.batch_per_replica, 20);
+  EXPECT_GT(whole.recommendations.size(), recommendations.size());
+  MergeLoadHistory(p, past, live);
+  EXPECT_EQ(live.batch_per_replica, 0);
+  EXPECT_EQ(live.recommendations, recommendations);
+  EXPECT_EQ(live.demand, demand);
+  // The load: the minute both saw holds the lesser, as MergeHistory leaves it.
+  EXPECT_EQ(live.load_by_minute, whole.load_by_minute);
+  EXPECT_EQ(live.first_minute, whole.first_minute);
+}
+
 TEST(AutoscalePolicy, ARestartedScalerKeepsTheBatchItsHistoryShowed) {
   // A service that wakes from zero to 12 waiting requests. It has shown that a replica runs 35 at
   // once (35 running on one replica with requests waiting): 12 waiting fit one replica. A

@@ -157,13 +157,14 @@ PID=
 # The config as a ConfigMap volume holds it (the file linked through ..data, updated by swapping
 # that link), read again every second: a service's change is taken without a restart, an invalid
 # edit is refused and logged once while the last good config serves on, and a change to the
-# prometheus section is left for a restart.
+# prometheus section is left for a restart. A service added has its history rebuilt, as at start
+# (here Prometheus is not there, so the attempt is logged as failed).
 cm_config() {  # cm_config VERSION SERVICES [PROMETHEUS_URL]: a config in $WORK/cm/VERSION
   mkdir -p "$WORK/cm/$1"
   cat >"$WORK/cm/$1/scaler.yaml" <<YAML
 apiVersion: tessera.io/v1alpha1
 kind: ScalerConfig
-prometheus: {url: "${3:-http://127.0.0.1:9}", pollInterval: 200ms, backfill: false}
+prometheus: {url: "${3:-http://127.0.0.1:9}", pollInterval: 200ms}
 services:
 $2
 YAML
@@ -182,8 +183,11 @@ MPORT=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$WORK/log")
 cm_publish v2
 wait_log "reloaded: "
 check "a ConfigMap's change to its services: taken without a restart" \
-  grep -qE "^[0-9T:-]+Z config $WORK/cm/scaler.yaml reloaded: chat changed; code added$" "$WORK/log"
+  grep -qE "^[0-9T:-]+Z config $WORK/cm/scaler.yaml reloaded: chat changed; code added, its history to be rebuilt$" "$WORK/log"
 wait_log "^[0-9T:-]*Z code: "
+wait_log "code: history"
+check "  the added service's history rebuilt after the reload (attempted: no Prometheus)" \
+  grep -qE "^[0-9T:-]+Z code: history not rebuilt \(.*query_range.*\); it builds up from now" "$WORK/log"
 cm_metrics
 check "  the new ceiling in force" grep -qx 'tessera_scaler_max_replicas{service="chat"} 7' "$WORK/metrics"
 check "  the added service polled" grep -qx 'tessera_scaler_max_replicas{service="code"} 100' "$WORK/metrics"

@@ -50,13 +50,28 @@ absl::StatusOr<std::string> Scaler::Reload(ScalerConfig next) {
     if (was == nullptr) {
       services_[s.name].shown.view.reason = "no poll yet (added by a config reload)";
       changes.push_back(absl::StrCat(s.name, " added"));
+      if (fresh->backfill) {
+        to_rebuild_[s.name] = true;
+        absl::StrAppend(&changes.back(), ", its history to be rebuilt");
+      }
     } else if (was->settings != s.settings) {
       changes.push_back(absl::StrCat(s.name, " changed"));
+      // The next decision starts the seasonal rule's history afresh when its span differs.
+      const absl::Duration span = autoscale::SeasonalHistory(s.policy);
+      if (span > absl::ZeroDuration() && span != autoscale::SeasonalHistory(was->policy)) {
+        if (fresh->backfill) {
+          to_rebuild_.emplace(s.name, false);  // an added one still pending stays whole
+          absl::StrAppend(&changes.back(), ", its load history to be rebuilt");
+        } else {
+          absl::StrAppend(&changes.back(), ", its load history restarts");
+        }
+      }
     }
   }
   for (const ServiceConfig& s : config_->services) {
     if (fresh->Find(s.name) == nullptr) {
       services_.erase(s.name);
+      to_rebuild_.erase(s.name);
       changes.push_back(absl::StrCat(s.name, " removed"));
     }
   }
@@ -93,11 +108,16 @@ autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero, std
   return autoscale::Sample::At(v->value, at);
 }
 
-void Scaler::ForEachService(const std::function<std::string(const ServiceConfig&)>& fn) {
+void Scaler::ForEachService(const std::function<std::string(const ServiceConfig&)>& fn,
+                            const std::map<std::string, bool>* only) {
   const std::shared_ptr<const ScalerConfig> config = this->config();  // a reload may replace it
-  std::vector<std::string> lines(config->services.size());
+  std::vector<const ServiceConfig*> chosen;
+  for (const ServiceConfig& s : config->services) {
+    if (only == nullptr || only->count(s.name) > 0) chosen.push_back(&s);
+  }
+  std::vector<std::string> lines(chosen.size());
   ParallelFor(lines.size(), static_cast<size_t>(config->poll_concurrency),
-              [&](size_t i) { lines[i] = fn(config->services[i]); });
+              [&](size_t i) { lines[i] = fn(*chosen[i]); });
   if (log_) {
     MutexLock lock(&log_mu_);
     for (const std::string& line : lines) {
@@ -183,11 +203,24 @@ std::string Scaler::PollService(const ServiceConfig& cfg) {
 void Scaler::Backfill(const std::atomic<bool>* stop) {
   // The step is a server setting, which a reload leaves as it is.
   const absl::Duration step = config()->BackfillStep();
-  ForEachService([&](const ServiceConfig& cfg) { return BackfillService(cfg, step, stop); });
+  ForEachService([&](const ServiceConfig& cfg) { return BackfillService(cfg, step, stop, true); });
+}
+
+void Scaler::BackfillReloaded(const std::atomic<bool>* stop) {
+  std::map<std::string, bool> todo;
+  {
+    MutexLock lock(&mu_);
+    todo.swap(to_rebuild_);
+  }
+  if (todo.empty()) return;
+  const absl::Duration step = config()->BackfillStep();
+  ForEachService(
+      [&](const ServiceConfig& cfg) { return BackfillService(cfg, step, stop, todo.at(cfg.name)); },
+      &todo);
 }
 
 std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration step,
-                                    const std::atomic<bool>* stop) {
+                                    const std::atomic<bool>* stop, bool whole) {
   // Steps up to the one before now: the live polls take it from there.
   const int64_t count = autoscale::HistoryToRebuild(cfg.policy) / step;
   const absl::Time start = clock_.Now() - count * step;
@@ -238,14 +271,22 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
     MutexLock lock(&mu_);
     auto found = services_.find(cfg.name);
     if (found == services_.end()) return "";  // removed by a reload meanwhile
-    carried = autoscale::MergeHistory(cfg.policy, past, found->second.state);
+    if (whole) {
+      carried = autoscale::MergeHistory(cfg.policy, past, found->second.state);
+    } else {
+      autoscale::MergeLoadHistory(cfg.policy, past, found->second.state);
+    }
   }
-  return absl::StrFormat(
-      "%s: history rebuilt from Prometheus: %s from %s at %s steps, %.1f%% of them with the "
-      "service's signals; batch %s; scale-down window, idle clock and demand trend %s",
-      cfg.name, absl::FormatDuration(count * step),
+  std::string rebuilt = absl::StrFormat(
+      "%s: %s rebuilt from Prometheus: %s from %s at %s steps, %.1f%% of them with the service's "
+      "signals",
+      cfg.name, whole ? "history" : "load history (knobs changed)",
+      absl::FormatDuration(count * step),
       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", first, absl::UTCTimeZone()),
-      absl::FormatDuration(step), count > 0 ? 100.0 * with_data / count : 0.0,
+      absl::FormatDuration(step), count > 0 ? 100.0 * with_data / count : 0.0);
+  if (!whole) return rebuilt;
+  return absl::StrFormat(
+      "%s; batch %s; scale-down window, idle clock and demand trend %s", rebuilt,
       past.batch_per_replica > 0
           ? absl::StrFormat("%.0f requests per replica", past.batch_per_replica)
           : std::string("not seen (no request waited while replicas ran)"),
@@ -588,9 +629,18 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
   }
   if (bound_port != nullptr) bound_port->store(port);
   // The services' history, rebuilt while the polls go on (a month of range queries must
-  // not keep the first decision waiting).
+  // not keep the first decision waiting); then, until stopped, that of the services config
+  // reloads add or reshape, each after the rebuilds before it.
   std::thread history;
-  if (cfg.backfill) history = std::thread([&scaler, stop] { scaler.Backfill(stop); });
+  if (cfg.backfill) {
+    history = std::thread([&scaler, stop] {
+      scaler.Backfill(stop);
+      while (!stop->load()) {
+        scaler.BackfillReloaded(stop);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+  }
   // Poll every interval on the scaler's clock; the first poll at once.
   // - Polls missed (a poll slower than the interval, the wall clock stepped forward) are
   //   skipped, not made up: one after a step of an hour, not 720 back to back, each querying

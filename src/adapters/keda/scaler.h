@@ -90,6 +90,12 @@ class Scaler {
   // failed query leaves that service's state as it was. Returns within about a second once *stop is
   // set (the range query in flight is cancelled, and the services not yet rebuilt log nothing).
   void Backfill(const std::atomic<bool>* stop = nullptr);
+  // The same for what config reloads left to rebuild since the last call (see Reload): a service
+  // added, as Backfill does; a changed service whose knobs reshaped its load history (coldStart,
+  // seasonalPeriods, seasonalRepeats: the policy starts that history afresh under them), its
+  // per-minute load replayed under the new knobs and merged with autoscale::MergeLoadHistory (what
+  // it learned while serving, its window and batch, stays). Nothing when nothing is left.
+  void BackfillReloaded(const std::atomic<bool>* stop = nullptr);
   // NotFound for an unknown service.
   absl::StatusOr<ScalerView> View(const std::string& service) const;
   // Prometheus' text exposition (version 0.0.4) of what the scaler decided and saw, per
@@ -106,11 +112,14 @@ class Scaler {
   void ShowTls(std::shared_ptr<const TlsFiles> files);
   // Takes a new config while serving: its services' queries and knobs apply from the next poll
   // (a poll in flight finishes on the old ones), what a kept service learned is kept, a service
-  // added is polled from the next poll (its history builds up from then), one removed is
-  // answered NotFound. FailedPrecondition, and nothing taken, when anything outside `services`
-  // differs: the Prometheus client, TLS, poll loop and backfill were built from it at start
-  // (restart to apply). Returns what changed ("chat-small changed; chat-large added; old
-  // removed"), "" when nothing did.
+  // added is polled from the next poll, one removed is answered NotFound. With `backfill` on, a
+  // service added and one whose load history the change reshaped are left for BackfillReloaded
+  // (without it, their history builds up from the next poll). FailedPrecondition, and nothing
+  // taken, when anything outside `services` differs: the Prometheus client, TLS, poll loop and
+  // backfill were built from it at start (restart to apply). Returns what changed ("chat-small
+  // changed; chat-large added; old removed", each added or reshaped service followed by ", its
+  // history to be rebuilt" or, without backfill, ", its load history restarts"), "" when nothing
+  // did.
   absl::StatusOr<std::string> Reload(ScalerConfig next);
   // Counts a changed config file read while serving, by outcome ("applied", "invalid",
   // "needs_restart"), and
@@ -139,12 +148,16 @@ class Scaler {
   // One service's queries and decision; its log line if the decision changed, else "".
   std::string PollService(const ServiceConfig& cfg);
   // One service's backfill; its log line ("" when stopped).
+  // `whole`: merge all that autoscale::MergeHistory carries (start-up, a service added); else
+  // only the per-minute load (a service whose knobs reshaped it while it served).
   std::string BackfillService(const ServiceConfig& cfg, absl::Duration step,
-                              const std::atomic<bool>* stop);
-  // Runs `fn` for every service, config().poll_concurrency at once, then logs the lines it
-  // returned (in config order, whichever thread ran them; "" logs nothing). The log sink is
-  // called under log_mu_: polls and the backfill log from their own threads.
-  void ForEachService(const std::function<std::string(const ServiceConfig&)>& fn);
+                              const std::atomic<bool>* stop, bool whole);
+  // Runs `fn` for every service (those named in `only`, when given), config().poll_concurrency at
+  // once, then logs the lines it returned (in config order, whichever thread ran them; "" logs
+  // nothing). The log sink is called under log_mu_: polls and the backfill log from their own
+  // threads.
+  void ForEachService(const std::function<std::string(const ServiceConfig&)>& fn,
+                      const std::map<std::string, bool>* only = nullptr);
   // A decision GetMetrics may answer: made on fresh data, and not older than staleAfter.
   static bool FreshAt(const ScalerView& v, const ServiceConfig& cfg, absl::Time now);
   // Counts into *failures a query that gives no sample.
@@ -158,6 +171,8 @@ class Scaler {
   mutable Mutex mu_;
   std::shared_ptr<const ScalerConfig> config_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Service> services_ ABSL_GUARDED_BY(mu_);
+  // Left by Reload for BackfillReloaded: service -> whole (added) or its load history only.
+  std::map<std::string, bool> to_rebuild_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> config_reloads_ ABSL_GUARDED_BY(mu_);  // by outcome
   bool config_current_ ABSL_GUARDED_BY(mu_) = true;
   std::map<std::pair<std::string, std::string>, int64_t> rpcs_ ABSL_GUARDED_BY(mu_);

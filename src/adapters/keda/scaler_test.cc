@@ -254,7 +254,10 @@ TEST(Scaler, AReloadTakesTheServicesChangesAndKeepsWhatTheyLearned) {
   ASSERT_TRUE(after.ok()) << after.status();
   absl::StatusOr<std::string> changed = scaler.Reload(*after);
   ASSERT_TRUE(changed.ok()) << changed.status();
-  EXPECT_EQ(*changed, "chat changed; fresh added; other removed");
+  // coldStart sets the seasonal rule's lead, so chat's load history is rebuilt under it.
+  EXPECT_EQ(*changed,
+            "chat changed, its load history to be rebuilt; fresh added, its history to be "
+            "rebuilt; other removed");
   EXPECT_EQ(scaler.View("other").status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(scaler.View("other").status().message(), HasSubstr("(known: chat, fresh)"));
   EXPECT_EQ(scaler.View("fresh")->reason, "no poll yet (added by a config reload)");
@@ -372,7 +375,8 @@ TEST(Scaler, ReloadsWhilePollingAndServingViews) {
   std::thread poller([&] {
     while (!done.load()) {
       scaler.PollOnce();
-      scaler.Backfill();  // the source keeps no history: each service logs and goes on
+      scaler.Backfill();          // the source keeps no history: each service logs and goes on
+      scaler.BackfillReloaded();  // the services the reloads added, as above
     }
   });
   for (int i = 0; i < 300; ++i) {
@@ -733,6 +737,119 @@ TEST(Scaler, ARestartedScalerRebuildsTheRecurringLoadFromPrometheus) {
   EXPECT_THAT(lines, ::testing::ElementsAre(HasSubstr("chat: history not rebuilt (ready: the "
                                                       "metric source keeps no history)"),
                                             HasSubstr("flat: history not rebuilt")));
+}
+
+// A config reload that adds a service, or changes a service's knobs so that the seasonal rule
+// starts its load history afresh (coldStart sets its lead), leaves that history to be rebuilt
+// from Prometheus: the hourly job is then met ahead, as after a restart. Without the rebuild
+// (backfill off, or not run) the job meets one replica, which shows what the rebuild gives.
+TEST(Scaler, AReloadRebuildsTheHistoryOfAServiceAddedOrReshaped) {
+  const std::string chat =
+      "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready}\n";
+  const std::string chat_2m =
+      "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready, "
+      "coldStart: 2m}\n";
+  const std::string flat = "  - {name: flat, queueQuery: flat-waiting, seasonalPeriods: []}\n";
+  const absl::Time hour =
+      absl::FromUnixSeconds(int64_t{1764700000} / 3600 * 3600) + absl::Hours(12);
+  struct Run {
+    int replicas = 0;
+    std::string reason;
+    std::string reloaded;  // what the last reload said
+    std::vector<std::string> log;
+    std::vector<HourlyJobSource::Range> ranges;  // asked for after the start
+  };
+  // Starts at 12:20 on configs[0] (its history rebuilt), reloads the others in turn at 12:22,
+  // rebuilds what the reloads left after `rebuild_after` more polls (never when < 0), and polls
+  // every 5 s up to 12:29:55, before the job at 12:30.
+  auto run = [&](const std::vector<std::string>& configs, int rebuild_after,
+                 const std::string& prometheus_extra = "") {
+    Run out;
+    std::vector<ScalerConfig> decoded;
+    for (const std::string& services : configs) {
+      absl::StatusOr<ScalerConfig> c = ConfigWith(services, prometheus_extra);
+      EXPECT_TRUE(c.ok()) << c.status();
+      if (!c.ok()) return out;
+      decoded.push_back(*std::move(c));
+    }
+    SimulatedClock clock(hour + absl::Minutes(20));
+    HourlyJobSource prom(clock);
+    Scaler scaler(decoded[0], prom, clock,
+                  [&](const std::string& line) { out.log.push_back(line); });
+    scaler.PollOnce();
+    scaler.Backfill();
+    for (int i = 0; i < 24; ++i) {
+      clock.Advance(absl::Seconds(5));
+      scaler.PollOnce();
+    }
+    prom.ranges.clear();
+    for (size_t k = 1; k < decoded.size(); ++k) {
+      out.reloaded = scaler.Reload(decoded[k]).value_or("refused");
+    }
+    for (int i = 0; i < 95; ++i) {
+      if (i == rebuild_after) scaler.BackfillReloaded();
+      clock.Advance(absl::Seconds(5));
+      scaler.PollOnce();
+    }
+    EXPECT_EQ(clock.Now(), hour + absl::Minutes(29) + absl::Seconds(55));
+    out.replicas = scaler.View("chat").ok() ? scaler.View("chat")->replicas : -1;
+    out.reason = scaler.View("chat").ok() ? scaler.View("chat")->reason : "";
+    out.ranges = prom.ranges;
+    return out;
+  };
+
+  // Added: rebuilt as at a restart, whole (72 h 3 min at 5 s steps), before its first poll.
+  Run added = run({flat, flat + chat}, 0);
+  EXPECT_EQ(added.reloaded, "chat added, its history to be rebuilt");
+  EXPECT_THAT(added.reason, HasSubstr("recurring: 10.0 replicas busy within 2m of this time in "
+                                      "each of the last 3 periods of 1h"));
+  EXPECT_EQ(added.replicas, 14) << added.reason;
+  EXPECT_THAT(added.log,
+              ::testing::Contains(HasSubstr("chat: history rebuilt from Prometheus: 72h3m from ")));
+  // Only chat's queries were asked for: flat, kept, was not rebuilt again.
+  ASSERT_FALSE(added.ranges.empty());
+  for (const HourlyJobSource::Range& r : added.ranges) {
+    EXPECT_FALSE(absl::StrContains(r.query, "flat")) << r.query;
+  }
+  Run added_only_polled = run({flat, flat + chat}, -1);
+  EXPECT_EQ(added_only_polled.replicas, 1) << added_only_polled.reason;
+
+  // coldStart 1m -> 2m: the lead, and so the history's span, changes; the next decision starts it
+  // afresh, and the rebuild (two polls later, as the serving loop's polls go on meanwhile)
+  // replays it under the new knobs (72 h 4 min) into what those polls began: a 3-minute lead.
+  Run reshaped = run({chat + flat, chat_2m + flat}, 2);
+  EXPECT_EQ(reshaped.reloaded, "chat changed, its load history to be rebuilt");
+  EXPECT_THAT(reshaped.reason, HasSubstr("recurring: 10.0 replicas busy within 3m of this time"));
+  EXPECT_EQ(reshaped.replicas, 14) << reshaped.reason;
+  EXPECT_THAT(reshaped.log, ::testing::Contains(HasSubstr(
+                                "chat: load history (knobs changed) rebuilt from Prometheus: "
+                                "72h4m from ")));
+  Run reshaped_only_polled = run({chat + flat, chat_2m + flat}, -1);
+  EXPECT_EQ(reshaped_only_polled.replicas, 1) << reshaped_only_polled.reason;
+  EXPECT_THAT(reshaped_only_polled.reason, Not(HasSubstr("recurring")));
+
+  // A change that keeps the history's span (a ceiling) leaves nothing to rebuild.
+  Run ceiling = run({chat + flat,
+                     "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: "
+                     "ready, maxReplicas: 30}\n" +
+                         flat},
+                    0);
+  EXPECT_EQ(ceiling.reloaded, "chat changed");
+  EXPECT_TRUE(ceiling.ranges.empty());
+  EXPECT_EQ(ceiling.replicas, 14) << ceiling.reason;
+
+  // With backfill off the reload says the load history restarts, and nothing is asked for.
+  Run off = run({chat + flat, chat_2m + flat}, 0, ", backfill: false");
+  EXPECT_EQ(off.reloaded, "chat changed, its load history restarts");
+  EXPECT_TRUE(off.ranges.empty());
+  EXPECT_EQ(off.replicas, 1) << off.reason;
+  EXPECT_EQ(run({flat, flat + chat}, 0, ", backfill: false").reloaded, "chat added");
+
+  // Added, then removed before its rebuild: nothing is asked for it.
+  Run gone = run({flat, flat + chat, flat}, 0);
+  EXPECT_EQ(gone.reloaded, "chat removed");
+  EXPECT_TRUE(gone.ranges.empty());
+  EXPECT_EQ(gone.replicas, -1);
 }
 
 // A scaler stopped (the pod's SIGTERM in a rollout) while its backfill waits on a slow range
