@@ -105,6 +105,48 @@ class ByteOffsets {
   size_t bytes_ = 0;
 };
 
+// libyaml's parser over a text, and the event it gave last: each event is freed when the next
+// is read, and the parser and the last event when the reader goes, whichever way the caller
+// leaves.
+class YamlEvents {
+ public:
+  explicit YamlEvents(absl::string_view text) {
+    initialised_ = yaml_parser_initialize(&parser_) != 0;
+    if (initialised_) {
+      yaml_parser_set_input_string(&parser_, reinterpret_cast<const unsigned char*>(text.data()),
+                                   text.size());
+    }
+  }
+  ~YamlEvents() {
+    Release();
+    if (initialised_) yaml_parser_delete(&parser_);
+  }
+  YamlEvents(const YamlEvents&) = delete;
+  YamlEvents& operator=(const YamlEvents&) = delete;
+
+  // False when libyaml could not allocate its parser.
+  bool ok() const { return initialised_; }
+  // The next event, valid until the next call; nullptr when the text is malformed there
+  // (parser() says where and why).
+  const yaml_event_t* Next() {
+    Release();
+    if (!initialised_ || yaml_parser_parse(&parser_, &event_) == 0) return nullptr;
+    holding_ = true;
+    return &event_;
+  }
+  const yaml_parser_t& parser() const { return parser_; }
+
+ private:
+  void Release() {
+    if (holding_) yaml_event_delete(&event_);
+    holding_ = false;
+  }
+  yaml_parser_t parser_{};
+  yaml_event_t event_{};
+  bool initialised_ = false;
+  bool holding_ = false;
+};
+
 // Collections nested deeper are refused (yaml-cpp gives up at 500 with "bad file").
 constexpr size_t kMaxYamlDepth = 100;
 
@@ -112,13 +154,8 @@ constexpr size_t kMaxYamlDepth = 100;
 // its first error with its position. yaml-cpp 0.7 loops forever on some malformed input
 // (",5 t\n," found by fuzzing), so yaml-cpp only sees text libyaml accepted.
 absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
-  yaml_parser_t parser;
-  if (!yaml_parser_initialize(&parser)) {
-    return absl::ResourceExhaustedError("cannot initialise the YAML parser");
-  }
-  yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()),
-                               text.size());
-  absl::Status status;
+  YamlEvents events(text);
+  if (!events.ok()) return absl::ResourceExhaustedError("cannot initialise the YAML parser");
   int flow_depth = 0;
   // The collections open, innermost last (events come in order: a stack answers for each
   // whether it is in flow style, and for a map whether a key comes next and the scalar keys seen
@@ -133,14 +170,15 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
   std::vector<Open> open;
   ByteOffsets offsets(text);
   for (;;) {
-    yaml_event_t event;
-    if (!yaml_parser_parse(&parser, &event)) {
-      status = absl::InvalidArgumentError(absl::StrCat(
+    const yaml_event_t* got = events.Next();
+    if (got == nullptr) {
+      const yaml_parser_t& parser = events.parser();
+      return absl::InvalidArgumentError(absl::StrCat(
           file, ":", parser.problem_mark.line + 1, ":", parser.problem_mark.column + 1,
           ": malformed YAML/JSON: ", parser.problem != nullptr ? parser.problem : "syntax error",
           parser.context != nullptr ? absl::StrCat(" ", parser.context) : std::string()));
-      break;
     }
+    const yaml_event_t& event = *got;
     const bool node = event.type == YAML_SCALAR_EVENT || event.type == YAML_ALIAS_EVENT ||
                       event.type == YAML_SEQUENCE_START_EVENT ||
                       event.type == YAML_MAPPING_START_EVENT;
@@ -151,12 +189,10 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
                         event.data.scalar.length);
         auto [at, fresh] = top.seen.emplace(key, event.start_mark.line + 1);
         if (!fresh && key != "<<") {
-          status = absl::InvalidArgumentError(
+          return absl::InvalidArgumentError(
               absl::StrCat(file, ":", event.start_mark.line + 1, ":", event.start_mark.column + 1,
                            ": duplicate key \"", key, "\" (first at line ", at->second,
                            "); give each key once"));
-          yaml_event_delete(&event);
-          break;
         }
       }
       top.expect_key = !top.expect_key;
@@ -168,11 +204,9 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
                              : event.type == YAML_MAPPING_START_EVENT ? event.data.mapping_start.tag
                                                                       : nullptr;
     if (tag != nullptr && std::strchr(reinterpret_cast<const char*>(tag), ',') != nullptr) {
-      status = absl::InvalidArgumentError(absl::StrCat(file, ":", event.start_mark.line + 1, ":",
-                                                       event.start_mark.column + 1,
-                                                       ": unsupported YAML: a tag containing ','"));
-      yaml_event_delete(&event);
-      break;
+      return absl::InvalidArgumentError(absl::StrCat(file, ":", event.start_mark.line + 1, ":",
+                                                     event.start_mark.column + 1,
+                                                     ": unsupported YAML: a tag containing ','"));
     }
     // An anchor or alias name that runs into the next character ("&k: v"): libyaml ends the name
     // there (its names are letters, digits, '-' and '_'), yaml-cpp 0.7 reads on, and with a
@@ -191,12 +225,10 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
       if (next < text.size() && !absl::ascii_isspace(static_cast<unsigned char>(text[next])) &&
           !(flow_depth > 0 && (text[next] == ',' || text[next] == ']' || text[next] == '}'))) {
         // (libyaml lets only ASCII end a name: one byte is the whole character.)
-        status = absl::InvalidArgumentError(
+        return absl::InvalidArgumentError(
             absl::StrCat(file, ":", event.start_mark.line + 1, ":", event.start_mark.column + 1,
                          ": unsupported YAML: anchor or alias ", name, " followed by '",
                          text.substr(next, 1), "'; put a space after the name"));
-        yaml_event_delete(&event);
-        break;
       }
     }
     if (event.type == YAML_SEQUENCE_START_EVENT || event.type == YAML_MAPPING_START_EVENT) {
@@ -207,11 +239,9 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
       flow_depth += flow ? 1 : 0;
       // yaml-cpp refuses more than 500 levels as "bad file"; no configuration nests this deep.
       if (open.size() > kMaxYamlDepth) {
-        status = absl::InvalidArgumentError(
+        return absl::InvalidArgumentError(
             absl::StrCat(file, ":", event.start_mark.line + 1, ":", event.start_mark.column + 1,
                          ": unsupported YAML: nested deeper than ", kMaxYamlDepth, " levels"));
-        yaml_event_delete(&event);
-        break;
       }
     } else if ((event.type == YAML_SEQUENCE_END_EVENT || event.type == YAML_MAPPING_END_EVENT) &&
                !open.empty()) {
@@ -237,22 +267,14 @@ absl::Status CheckSyntax(absl::string_view file, absl::string_view text) {
         bad = j != absl::string_view::npos && (raw[j] == ',' || raw[j] == '?');
       }
       if (bad) {
-        status = absl::InvalidArgumentError(
+        return absl::InvalidArgumentError(
             absl::StrCat(file, ":", event.start_mark.line + 1, ":", event.start_mark.column + 1,
                          ": unsupported YAML: a plain (unquoted) value that starts a line with ',' "
                          "or '?'; quote it"));
-        yaml_event_delete(&event);
-        break;
       }
     }
-    bool end = event.type == YAML_STREAM_END_EVENT;
-    yaml_event_delete(&event);
-    if (end) {
-      break;
-    }
+    if (event.type == YAML_STREAM_END_EVENT) return absl::OkStatus();
   }
-  yaml_parser_delete(&parser);
-  return status;
 }
 
 absl::Status CheckText(absl::string_view file, absl::string_view text) {
@@ -353,12 +375,8 @@ struct MapPlace {
 // Walks the events of `text` (already checked by CheckText and CheckSyntax) to the map.
 absl::Status FindListItemMap(absl::string_view file, absl::string_view text,
                              absl::string_view list_key, size_t index, MapPlace* place) {
-  yaml_parser_t parser;
-  if (!yaml_parser_initialize(&parser)) {
-    return absl::ResourceExhaustedError("cannot initialise the YAML parser");
-  }
-  yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()),
-                               text.size());
+  YamlEvents events(text);
+  if (!events.ok()) return absl::ResourceExhaustedError("cannot initialise the YAML parser");
   // One frame per open collection: a map alternates keys and values, a list counts items.
   struct Frame {
     bool map = false;
@@ -370,14 +388,11 @@ absl::Status FindListItemMap(absl::string_view file, absl::string_view text,
   };
   std::vector<Frame> stack;
   ByteOffsets offsets(text);
-  absl::Status status;
   bool done = false;
   while (!done) {
-    yaml_event_t event;
-    if (!yaml_parser_parse(&parser, &event)) {
-      status = absl::InvalidArgumentError(absl::StrCat(file, ": malformed YAML"));
-      break;
-    }
+    const yaml_event_t* got = events.Next();
+    if (got == nullptr) return absl::InvalidArgumentError(absl::StrCat(file, ": malformed YAML"));
+    const yaml_event_t& event = *got;
     const yaml_event_type_t type = event.type;
     const bool node = type == YAML_SCALAR_EVENT || type == YAML_ALIAS_EVENT ||
                       type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT;
@@ -447,10 +462,8 @@ absl::Status FindListItemMap(absl::string_view file, absl::string_view text,
         stack.pop_back();
       }
     }
-    yaml_event_delete(&event);
   }
-  yaml_parser_delete(&parser);
-  return status;
+  return absl::OkStatus();
 }
 
 }  // namespace
