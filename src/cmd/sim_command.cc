@@ -20,6 +20,7 @@
 #include "adapters/k8s/yaml_reader.h"
 #include "adapters/keda/scaler_config.h"
 #include "adapters/trace/llm_traces.h"
+#include "base/memory.h"
 #include "base/status.h"
 #include "nlohmann/json.hpp"
 #include "sim/autoscale_sim.h"
@@ -472,12 +473,15 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   if (f.format == "azure") {
     auto rows = adapters::ParseAzureLlmTrace(f.trace, *text);
     if (!rows.ok()) return Fail(std::string(rows.status().message()));
+    *text = std::string();  // parsed: hundreds of MB for a one-week file, not kept for the runs
     std::vector<sim::TokenRow> tr;
+    ReserveLarge(tr, rows->size());
     for (const adapters::LlmRequestRow& r : *rows) {
       if (r.arrival_s < horizon) tr.push_back({r.arrival_s, r.context_tokens, r.generated_tokens});
     }
     // Cut by --duration, the trace ends at the cut; otherwise at its last arrival.
     if (!rows->empty() && rows->back().arrival_s >= horizon) trace_end = horizon;
+    *rows = std::vector<adapters::LlmRequestRow>();
     if (auto failed = too_many(static_cast<double>(tr.size()) * f.rate_scale,
                                absl::StrCat(tr.size(), " rows"))) {
       return *failed;

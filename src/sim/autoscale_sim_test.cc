@@ -2,7 +2,12 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
 #include "adapters/trace/llm_traces.h"
+#include "base/random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -380,6 +385,71 @@ TEST(LlmTraces, ParseAndLocateErrors) {
   EXPECT_EQ((*sg)[1].distribution, "Gamma");
   EXPECT_THAT(adapters::ParseServeGenTrace("c.csv", "0,1.0,1,Poisson,1,1\n").status().message(),
               HasSubstr("c.csv:1:9: distribution"));
+}
+
+// The Azure reader's own timestamp parser (the releases' forms, fast) against absl::ParseTime,
+// which it stands in for: random times in both releases' forms, with 0-12 fractional digits and
+// offsets in and out of range, and dates and fields civil time would carry over (February 30,
+// month 13, hour 24, a leap second) or a character changed. Each is read as the second and third
+// row after a reference row: accepted exactly when absl accepts it, at the same time to the
+// nanosecond, or refused with the row's line.
+TEST(LlmTraces, TimestampsAreReadAsAbslParseTimeReadsThem) {
+  Random rng(5);
+  const absl::Time ref =
+      absl::FromCivil(absl::CivilSecond(1900, 1, 1, 0, 0, 0), absl::UTCTimeZone());
+  int accepted = 0, refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string ts = absl::StrFormat(
+        "%04d-%02d-%02d %02d:%02d:%02d", rng.UniformInt(1970, 2100), rng.UniformInt(1, 12),
+        rng.UniformInt(1, 31), rng.UniformInt(0, 23), rng.UniformInt(0, 59), rng.UniformInt(0, 59));
+    const int64_t digits = rng.UniformInt(0, 12);
+    if (digits > 0) {
+      absl::StrAppend(&ts, ".");
+      for (int64_t k = 0; k < digits; ++k) absl::StrAppend(&ts, rng.UniformInt(0, 9));
+    }
+    if (rng.Bernoulli(0.5)) {
+      absl::StrAppend(&ts, rng.Bernoulli(0.5) ? "+" : "-",
+                      absl::StrFormat("%02d:%02d", rng.UniformInt(0, 25), rng.UniformInt(0, 61)));
+    }
+    switch (rng.UniformInt(0, 7)) {
+      case 0:
+        ts.replace(5, 5, rng.Bernoulli(0.5) ? "02-30" : "13-01");
+        break;
+      case 1:
+        ts.replace(11, 2, "24");
+        break;
+      case 2:
+        ts.replace(17, 2, "60");
+        break;
+      case 3:
+        ts[static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(ts.size()) - 1))] =
+            " .:-+Z9x"[rng.UniformInt(0, 7)];
+        break;
+      default:
+        break;
+    }
+    absl::Time want;
+    std::string err;
+    const bool ok = absl::ParseTime("%Y-%m-%d %H:%M:%E*S", ts, absl::UTCTimeZone(), &want, &err) ||
+                    absl::ParseTime("%Y-%m-%d %H:%M:%E*S%Ez", ts, absl::UTCTimeZone(), &want, &err);
+    auto rows = adapters::ParseAzureLlmTrace(
+        "t.csv", absl::StrCat("TIMESTAMP,ContextTokens,GeneratedTokens\n1900-01-01 00:00:00,1,1\n",
+                              ts, ",1,1\n", ts, ",1,1\n"));
+    if (ok && want >= ref) {
+      ++accepted;
+      ASSERT_TRUE(rows.ok()) << ts << ": " << rows.status();
+      ASSERT_EQ(rows->size(), 3u);
+      EXPECT_EQ((*rows)[1].arrival_s, absl::ToDoubleSeconds(want - ref)) << ts;
+      EXPECT_EQ((*rows)[2].arrival_s, (*rows)[1].arrival_s) << ts;
+    } else if (!ok) {
+      ++refused;
+      ASSERT_FALSE(rows.ok()) << ts;
+      EXPECT_THAT(rows.status().message(), HasSubstr("t.csv:3:1: TIMESTAMP: expected")) << ts;
+    }
+  }
+  // Both outcomes well represented.
+  EXPECT_GT(accepted, 5000);
+  EXPECT_GT(refused, 5000);
 }
 
 // Columns by name: the multimodal trace (AzureLMMInferenceTrace) adds NumImages; any order. A

@@ -7,13 +7,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/memory.h"
 
 namespace tessera::adapters {
 namespace fs = std::filesystem;
@@ -26,16 +25,34 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   if (fs::is_directory(path, ec)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, expected a file"));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     return absl::PermissionDeniedError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    return absl::InternalError(absl::StrCat(path, ": read error"));
+  // Sized once from the file's length, where it has one (a FIFO, /dev/stdin or a file still
+  // growing is read to its end all the same): a trace of hundreds of MB is copied once, not
+  // through a stream's doubling buffer and then out of it.
+  std::string out;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    out.reserve(static_cast<size_t>(st.st_size));
+    AdviseHugePages(out.data(), out.capacity());  // faults once per 2 MiB
   }
-  return ss.str();
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      out.append(buf, static_cast<size_t>(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      const int err = errno;
+      ::close(fd);
+      return absl::InternalError(absl::StrCat(path, ": read error: ", std::strerror(err)));
+    }
+  }
+  ::close(fd);
+  return out;
 }
 
 absl::string_view WithoutUtf8Bom(absl::string_view text) {

@@ -1,8 +1,16 @@
 #include "adapters/io/files.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
+#include "absl/strings/match.h"
+#include "adapters/io/test_scratch_dir.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace tessera::adapters {
@@ -113,6 +121,36 @@ TEST_F(OutputDirTest, WriteFileAtomicallyAndCheckWritable) {
 TEST(ReadFile, Errors) {
   EXPECT_EQ(ReadFile("/nonexistent/tessera").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(ReadFile("/").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The whole file, whatever its size says: a large one (sized once, huge pages advised), an empty
+// one, one whose stat size is 0 although it has content (procfs), and a FIFO read to its end.
+TEST(ReadFile, ReadsWholeFilesOfAnySizeAndStreams) {
+  testing::ScratchDir dir("readfile");
+  std::string big(20u << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i * 7 % 26);
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/big", big).ok());
+  absl::StatusOr<std::string> read = ReadFile(dir.path() + "/big");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(*read == big);
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/empty", "").ok());
+  EXPECT_EQ(ReadFile(dir.path() + "/empty").value_or("x"), "");
+  absl::StatusOr<std::string> proc = ReadFile("/proc/self/status");
+  ASSERT_TRUE(proc.ok()) << proc.status();
+  EXPECT_THAT(*proc, ::testing::HasSubstr("Pid:"));
+  const std::string fifo = dir.path() + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] {
+    std::FILE* f = std::fopen(fifo.c_str(), "w");
+    if (f == nullptr) return;
+    for (int i = 0; i < 5000; ++i) std::fprintf(f, "line %d\n", i);
+    std::fclose(f);
+  });
+  absl::StatusOr<std::string> streamed = ReadFile(fifo);
+  writer.join();
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_EQ(std::count(streamed->begin(), streamed->end(), '\n'), 5000);
+  EXPECT_TRUE(absl::EndsWith(*streamed, "line 4999\n"));
 }
 
 }  // namespace

@@ -10,20 +10,45 @@
 #include "absl/time/time.h"
 #include "adapters/io/files.h"
 #include "adapters/k8s/yaml_reader.h"
+#include "base/memory.h"
 #include "base/status.h"
 
 namespace tessera::adapters {
 namespace {
 
+// The text without its byte order mark and without the lines of whitespace alone that end it (an
+// editor's or a script's extra newlines end the file; a blank line within it is still a
+// malformed row).
+absl::string_view Body(const std::string& text) {
+  absl::string_view body = WithoutUtf8Bom(text);
+  const size_t last = body.find_last_not_of(" \t\n\v\f\r");
+  if (last == absl::string_view::npos) return {};
+  const size_t eol = body.find('\n', last);
+  return eol == absl::string_view::npos ? body : body.substr(0, eol);
+}
+
+// Its lines, each without a CR that ends it (none when the body is empty).
 std::vector<absl::string_view> Lines(const std::string& text) {
-  std::vector<absl::string_view> lines = absl::StrSplit(WithoutUtf8Bom(text), '\n');
-  for (absl::string_view& l : lines) {
-    absl::ConsumeSuffix(&l, "\r");
-  }
-  // Blank lines at the end (an editor's or a script's extra newlines) end the file; one within
-  // it is still a malformed row.
-  while (!lines.empty() && absl::StripAsciiWhitespace(lines.back()).empty()) lines.pop_back();
+  const absl::string_view body = Body(text);
+  if (body.empty()) return {};
+  std::vector<absl::string_view> lines = absl::StrSplit(body, '\n');
+  for (absl::string_view& l : lines) absl::ConsumeSuffix(&l, "\r");
   return lines;
+}
+
+// `line` split at each ',' into `fields` (cleared first; "" is one empty field), as
+// absl::StrSplit(line, ',') would, without allocating once `fields` has grown.
+void SplitFields(absl::string_view line, std::vector<absl::string_view>* fields) {
+  fields->clear();
+  for (size_t start = 0;;) {
+    const size_t comma = line.find(',', start);
+    if (comma == absl::string_view::npos) {
+      fields->push_back(line.substr(start));
+      return;
+    }
+    fields->push_back(line.substr(start, comma - start));
+    start = comma + 1;
+  }
 }
 
 absl::Status Error(const std::string& file, size_t line, size_t column, absl::string_view what) {
@@ -46,16 +71,96 @@ bool ParseAzureTimestamp(absl::string_view text, absl::Time* t) {
          absl::ParseTime("%Y-%m-%d %H:%M:%E*S%Ez", text, absl::UTCTimeZone(), t, &err);
 }
 
+// The digits of `s` as a number; false unless `s` is all ASCII digits (and not empty).
+bool Digits(absl::string_view s, int64_t* out) {
+  if (s.empty()) return false;
+  int64_t v = 0;
+  for (const char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+// ParseAzureTimestamp for the forms the releases write, without absl's general parser (a
+// one-week file has tens of millions of rows): "YYYY-MM-DD HH:MM:SS", then optionally "." and 1
+// to 9 digits, then optionally "+HH:MM" or "-HH:MM". The rows are sorted, so consecutive ones
+// share their minute: its start is kept in *minute (the text "YYYY-MM-DD HH:MM" and its time).
+// Anything it does not take (another form, a field out of range, a leap second) is left to
+// ParseAzureTimestamp, which decides: what this accepts, absl::ParseTime accepts as the same
+// time.
+struct MinuteCache {
+  absl::string_view text;
+  absl::Time start;
+};
+bool ParseAzureTimestampFast(absl::string_view s, MinuteCache* minute, absl::Time* t) {
+  if (s.size() < 19 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':') {
+    return false;
+  }
+  int64_t second = 0;
+  if (!Digits(s.substr(17, 2), &second) || second > 59) return false;
+  absl::Duration offset;
+  absl::string_view rest = s.substr(19);
+  int64_t nanos = 0;
+  if (!rest.empty() && rest[0] == '.') {
+    size_t n = 1;
+    while (n < rest.size() && rest[n] >= '0' && rest[n] <= '9') ++n;
+    if (n == 1 || n > 10 || !Digits(rest.substr(1, n - 1), &nanos)) return false;
+    for (size_t k = n - 1; k < 9; ++k) nanos *= 10;
+    rest.remove_prefix(n);
+  }
+  if (!rest.empty()) {
+    int64_t hh = 0, mm = 0;
+    if (rest.size() != 6 || (rest[0] != '+' && rest[0] != '-') || rest[3] != ':' ||
+        !Digits(rest.substr(1, 2), &hh) || !Digits(rest.substr(4, 2), &mm) || hh > 23 || mm > 59) {
+      return false;
+    }
+    offset = absl::Hours(hh) + absl::Minutes(mm);
+    if (rest[0] == '-') offset = -offset;
+  }
+  const absl::string_view head = s.substr(0, 16);
+  if (head != minute->text) {
+    int64_t y = 0, mo = 0, d = 0, h = 0, mi = 0;
+    if (!Digits(head.substr(0, 4), &y) || !Digits(head.substr(5, 2), &mo) ||
+        !Digits(head.substr(8, 2), &d) || !Digits(head.substr(11, 2), &h) ||
+        !Digits(head.substr(14, 2), &mi) || h > 23 || mi > 59) {
+      return false;
+    }
+    const absl::CivilMinute cm(y, static_cast<int>(mo), static_cast<int>(d), static_cast<int>(h),
+                               static_cast<int>(mi));
+    // A field civil time would carry over (month 13, February 30) is absl's to refuse.
+    if (cm.year() != y || cm.month() != mo || cm.day() != d || cm.hour() != h ||
+        cm.minute() != mi) {
+      return false;
+    }
+    minute->text = head;
+    minute->start = absl::FromCivil(cm, absl::UTCTimeZone());
+  }
+  *t = minute->start + absl::Seconds(second) + absl::Nanoseconds(nanos) - offset;
+  return true;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<LlmRequestRow>> ParseAzureLlmTrace(const std::string& file,
                                                               const std::string& text) {
-  std::vector<absl::string_view> lines = Lines(text);
+  // Line by line through the text, without a vector of its lines (a one-week file has tens of
+  // millions).
+  absl::string_view body = Body(text);
+  auto next_line = [&body]() {
+    const size_t eol = body.find('\n');
+    absl::string_view line = body.substr(0, eol);
+    body = eol == absl::string_view::npos ? absl::string_view() : body.substr(eol + 1);
+    absl::ConsumeSuffix(&line, "\r");
+    return line;
+  };
+  const bool any = !body.empty();
   // Columns by name: the LLM traces (2023, 2024) have exactly these three; the multimodal one
   // (AzureLMMInferenceTrace, 2025) adds NumImages, and a re-export may add more. Others are
   // ignored.
   std::vector<absl::string_view> header;
-  if (!lines.empty()) header = absl::StrSplit(lines[0], ',');
+  if (any) SplitFields(next_line(), &header);
   size_t col[3];
   const char* names[3] = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"};
   for (size_t k = 0; k < 3; ++k) {
@@ -69,16 +174,19 @@ absl::StatusOr<std::vector<LlmRequestRow>> ParseAzureLlmTrace(const std::string&
     col[k] = static_cast<size_t>(it - header.begin());
   }
   std::vector<LlmRequestRow> rows;
+  ReserveLarge(rows, static_cast<size_t>(std::count(body.begin(), body.end(), '\n')) + 1);
   absl::Time first;
   absl::Time last = absl::InfinitePast();
-  for (size_t i = 1; i < lines.size(); ++i) {
-    std::vector<absl::string_view> f = absl::StrSplit(lines[i], ',');
+  MinuteCache minute;
+  std::vector<absl::string_view> f;
+  for (size_t i = 1; !body.empty(); ++i) {
+    SplitFields(next_line(), &f);
     if (f.size() != header.size()) {
       return Error(file, i + 1, 1,
                    absl::StrCat("expected ", header.size(), " fields, found ", f.size()));
     }
     absl::Time t;
-    if (!ParseAzureTimestamp(f[col[0]], &t)) {
+    if (!ParseAzureTimestampFast(f[col[0]], &minute, &t) && !ParseAzureTimestamp(f[col[0]], &t)) {
       return Error(file, i + 1, Column(f, col[0]),
                    absl::StrCat("TIMESTAMP: expected YYYY-MM-DD HH:MM:SS[.fraction] with an "
                                 "optional UTC offset (+HH:MM), found \"",
