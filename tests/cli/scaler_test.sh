@@ -184,7 +184,7 @@ cm_publish v2
 wait_log "reloaded: "
 check "a ConfigMap's change to its services: taken without a restart" \
   grep -qE "^[0-9T:-]+Z config $WORK/cm/scaler.yaml reloaded: chat changed; code added, its history to be rebuilt$" "$WORK/log"
-wait_log "^[0-9T:-]*Z code: "
+wait_log "^[0-9T:-]*Z code: [0-9]* replicas"  # its first poll (its history line also begins "code: ")
 wait_log "code: history"
 check "  the added service's history rebuilt after the reload (attempted: no Prometheus)" \
   grep -qE "^[0-9T:-]+Z code: history not rebuilt \(.*query_range.*\); it builds up from now" "$WORK/log"
