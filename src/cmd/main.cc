@@ -173,8 +173,9 @@ int Main(int argc, char** argv) {
   scaler_cmd->add_option("--config", scal.config_file, "ScalerConfig file")->required();
   scaler_cmd->add_option("--listen", scal.listen, "HOST:PORT to serve on (default 0.0.0.0:9095)");
   scaler_cmd->add_option("--metrics-listen", scal.metrics_listen,
-                         "HOST:PORT to serve Prometheus metrics (GET /metrics) and readiness "
-                         "(GET /readyz) on, over plain HTTP; default none");
+                         "HOST:PORT to serve Prometheus metrics (GET /metrics), readiness "
+                         "(GET /readyz) and each service's decision and why (GET /status) on, "
+                         "over plain HTTP; default none");
   scaler_cmd->add_flag(
       "--check", scal.check,
       "Query Prometheus once for every service, print each answer and the "

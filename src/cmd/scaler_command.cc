@@ -233,9 +233,11 @@ int RunScaler(const ScalerFlags& flags) {
   adapters::ConfigWatch watch{flags.config_file, *text, recheck};
   std::atomic<bool>& stop = StopOnSignal();
   std::atomic<bool> serving{false};  // the gRPC port is bound
-  // Prometheus metrics of the decisions, signals and RPCs, and /readyz, on their own HTTP port.
+  // Prometheus metrics of the decisions, signals and RPCs, /readyz, and /status (each service's
+  // decision and why, in plain text), on their own HTTP port.
   MetricsEndpoint metrics([&scaler] { return scaler.MetricsText(); },
-                          [&] { return serving.load() && !stop.load(); });
+                          [&] { return serving.load() && !stop.load(); },
+                          {{"/status", [&scaler] { return scaler.StatusText(); }}});
   if (absl::Status m = metrics.Listen(flags.metrics_listen); !m.ok()) {
     return Fail(std::string(m.message()));
   }

@@ -145,6 +145,10 @@ check "  (fresh 0)" grep -qx 'tessera_scaler_fresh{service="chat"} 0' "$WORK/met
 check "  (polls without data counted)" \
   grep -qE '^tessera_scaler_polls_without_data_total\{service="chat"\} [1-9]' "$WORK/metrics"
 check "  (in the text format)" grep -q '^# TYPE tessera_scaler_query_failures_total counter$' "$WORK/metrics"
+curl -s "http://127.0.0.1:$MPORT/status" >"$WORK/status"
+check "/status: the decision held, KEDA's fallback named" \
+  grep -q '^chat: 1 replicas, held on missing or stale data (GetMetrics answers UNAVAILABLE' "$WORK/status"
+check "  and why, with the query's failure" grep -qE '^  why: holding at 1: .*127.0.0.1:9' "$WORK/status"
 check "another path: 404" test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/")" = 404
 check "/readyz: ok once the gRPC port serves" \
   test "$(curl -s -w ' %{http_code}' "http://127.0.0.1:$MPORT/readyz")" = "ok

@@ -323,31 +323,95 @@ bool Scaler::FreshAt(const ScalerView& v, const ServiceConfig& cfg, absl::Time n
   return v.data_ok && now - v.decided_at <= cfg.policy.stale_after;
 }
 
+Scaler::Snapshot Scaler::TakeSnapshot() const {
+  Snapshot out;
+  MutexLock lock(&mu_);
+  out.config = config_;
+  out.reloads = config_reloads_;
+  out.current = config_current_;
+  for (const auto& [name, svc] : services_) {
+    Shown& s = out.services.emplace(name, svc.shown).first->second;
+    const autoscale::AutoscaleState& st = svc.state;
+    s.history_minutes = st.load_by_minute.empty() ? 0 : st.last_minute - st.first_minute + 1;
+  }
+  out.rpcs = rpcs_;
+  out.tls = tls_;
+  return out;
+}
+
+namespace {
+
+// The signals of a poll, as the metrics name them, each with its sample.
+std::vector<std::pair<const char*, const autoscale::Sample*>> SignalsOf(
+    const autoscale::Signals& s) {
+  return {
+      {"waiting", &s.waiting},   {"running", &s.running},         {"ready", &s.ready},
+      {"starting", &s.starting}, {"utilization", &s.utilization}, {"throughput", &s.throughput}};
+}
+
+// A config reload outcome's count (0 before the first).
+int64_t ReloadsOf(const std::map<std::string, int64_t>& reloads, const char* outcome) {
+  auto it = reloads.find(outcome);
+  return it == reloads.end() ? 0 : it->second;
+}
+
+// A time since, to the second ("0s", "42s", "1h2m3s").
+std::string Ago(absl::Duration d) {
+  d = absl::Trunc(d, absl::Seconds(1));
+  return d <= absl::ZeroDuration() ? "0s" : absl::FormatDuration(d);
+}
+
+}  // namespace
+
+std::string Scaler::StatusText() const {
+  const Snapshot snap = TakeSnapshot();
+  const absl::Time now = clock_.Now();
+  std::string out = absl::StrFormat(
+      "tessera scaler at %s: %d services; config: %s (reloads while serving: %d applied, %d "
+      "invalid, %d needing a restart)\n",
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", now, absl::UTCTimeZone()),
+      snap.config->services.size(),
+      snap.current ? "the file's text runs"
+                   : "the file holds a change that was not taken (the log says why)",
+      ReloadsOf(snap.reloads, "applied"), ReloadsOf(snap.reloads, "invalid"),
+      ReloadsOf(snap.reloads, "needs_restart"));
+  for (const ServiceConfig& cfg : snap.config->services) {
+    const Shown& svc = snap.services.at(cfg.name);
+    if (svc.polls == 0) {
+      absl::StrAppend(&out, cfg.name, ": ", svc.view.reason, "\n");
+      continue;
+    }
+    const bool fresh = FreshAt(svc.view, cfg, now);
+    absl::StrAppend(&out, cfg.name, ": ", svc.view.replicas, " replicas, ",
+                    fresh ? "fresh (GetMetrics answers it)"
+                          : "held on missing or stale data (GetMetrics answers UNAVAILABLE: KEDA's "
+                            "fallback applies)",
+                    ", decided ", Ago(now - svc.view.decided_at), " ago (minReplicas ",
+                    cfg.policy.min_replicas, ", maxReplicas ", cfg.policy.max_replicas,
+                    ")\n  why: ", svc.view.reason, "\n  signals:");
+    bool any = false;
+    for (const auto& [signal, sample] : SignalsOf(svc.last)) {
+      if (!sample->present) continue;
+      absl::StrAppend(&out, any ? ", " : " ", signal, " ", absl::StrFormat("%.4g", sample->value));
+      any = true;
+    }
+    absl::StrAppend(&out, any ? "" : " none read",
+                    absl::StrFormat("\n  polls %d, %d of them without fresh data, %d query "
+                                    "failures; load history %d minutes\n",
+                                    svc.polls, svc.polls_without_data, svc.query_failures,
+                                    svc.history_minutes));
+  }
+  return out;
+}
+
 std::string Scaler::MetricsText() const {
   std::string out;
   auto family = [&out](const char* name, const char* type, const char* help) {
     absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
   };
-  // A snapshot, so that formatting holds no lock.
-  std::map<std::string, Shown> services;
-  std::map<std::pair<std::string, std::string>, int64_t> rpcs;
-  std::shared_ptr<const TlsFiles> tls;
-  std::shared_ptr<const ScalerConfig> config;  // the one `services` belongs to
-  std::map<std::string, int64_t> reloads;
-  bool current = true;
-  {
-    MutexLock lock(&mu_);
-    config = config_;
-    reloads = config_reloads_;
-    current = config_current_;
-    for (const auto& [name, svc] : services_) {
-      Shown& s = services.emplace(name, svc.shown).first->second;
-      const autoscale::AutoscaleState& st = svc.state;
-      s.history_minutes = st.load_by_minute.empty() ? 0 : st.last_minute - st.first_minute + 1;
-    }
-    rpcs = rpcs_;
-    tls = tls_;
-  }
+  const Snapshot snap = TakeSnapshot();
+  const std::shared_ptr<const ScalerConfig>& config = snap.config;
+  const std::map<std::string, Shown>& services = snap.services;
   const absl::Time now = clock_.Now();
   // One family at a time, a sample per service (the format wants a family's samples together).
   auto per_service = [&](const char* name, const char* type, const char* help, auto value) {
@@ -396,13 +460,7 @@ std::string Scaler::MetricsText() const {
          "missing).");
   for (const ServiceConfig& cfg : config->services) {
     const Shown& svc = services.at(cfg.name);
-    const autoscale::Signals& s = svc.last;
-    for (auto [signal, sample] : {std::pair{"waiting", &s.waiting},
-                                  {"running", &s.running},
-                                  {"ready", &s.ready},
-                                  {"starting", &s.starting},
-                                  {"utilization", &s.utilization},
-                                  {"throughput", &s.throughput}}) {
+    for (const auto& [signal, sample] : SignalsOf(svc.last)) {
       if (svc.polls == 0 || !sample->present) continue;
       absl::StrAppend(&out, "tessera_scaler_signal{service=\"", LabelValue(cfg.name),
                       "\",signal=\"", signal, "\"} ", absl::StrFormat("%.10g", sample->value),
@@ -411,23 +469,22 @@ std::string Scaler::MetricsText() const {
   }
   family("tessera_scaler_grpc_requests_total", "counter",
          "KEDA's calls answered, by method and gRPC status code.");
-  for (const auto& [key, n] : rpcs) {
+  for (const auto& [key, n] : snap.rpcs) {
     absl::StrAppend(&out, "tessera_scaler_grpc_requests_total{method=\"", key.first, "\",code=\"",
                     key.second, "\"} ", n, "\n");
   }
   family("tessera_scaler_config_current", "gauge",
          "1 when the config file holds what the scaler runs; 0 when its last change was not "
          "taken (invalid, or outside `services`: restart to apply).");
-  absl::StrAppend(&out, "tessera_scaler_config_current ", current ? 1 : 0, "\n");
+  absl::StrAppend(&out, "tessera_scaler_config_current ", snap.current ? 1 : 0, "\n");
   family("tessera_scaler_config_reloads_total", "counter",
          "Changes of the config file read while serving, by outcome (applied, invalid, "
          "needs_restart).");
   for (const char* result : {"applied", "invalid", "needs_restart"}) {
-    auto it = reloads.find(result);
     absl::StrAppend(&out, "tessera_scaler_config_reloads_total{outcome=\"", result, "\"} ",
-                    it == reloads.end() ? 0 : it->second, "\n");
+                    ReloadsOf(snap.reloads, result), "\n");
   }
-  AppendTlsMetrics(&out, "tessera_scaler", tls.get(), "the scaler serves to KEDA",
+  AppendTlsMetrics(&out, "tessera_scaler", snap.tls.get(), "the scaler serves to KEDA",
                    "read every tls.reloadInterval");
   return out;
 }

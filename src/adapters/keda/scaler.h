@@ -102,6 +102,11 @@ class Scaler {
   // service, and of the RPCs it answered: for dashboards of decision against actual replicas and
   // alerts on missing data (docs/autoscaling.md lists the metrics).
   std::string MetricsText() const;
+  // What an operator asks first, in plain text (GET /status on --metrics-listen): for each
+  // service its decision, whether GetMetrics answers it (fresh) or KEDA's fallback applies, why
+  // (the policy's reason, with the queries that failed), the signals it rests on, and its polls,
+  // failures and load history; and whether the config file's text is what runs.
+  std::string StatusText() const;
   // Counts an answered RPC by method and gRPC status code name (e.g. "GetMetrics", "OK").
   void CountRpc(const std::string& method, const std::string& code);
   // One line to the log sink (if any), between whole poll reports: for what ServeScaler sees,
@@ -145,6 +150,16 @@ class Scaler {
     autoscale::AutoscaleState state;
     Shown shown;
   };
+  // What MetricsText and StatusText show, copied under the lock so that formatting holds none.
+  struct Snapshot {
+    std::shared_ptr<const ScalerConfig> config;  // the one `services` belongs to
+    std::map<std::string, Shown> services;
+    std::map<std::pair<std::string, std::string>, int64_t> rpcs;
+    std::shared_ptr<const TlsFiles> tls;
+    std::map<std::string, int64_t> reloads;
+    bool current = true;
+  };
+  Snapshot TakeSnapshot() const;
   // One service's queries and decision; its log line if the decision changed, else "".
   std::string PollService(const ServiceConfig& cfg);
   // One service's backfill; its log line ("" when stopped).

@@ -185,6 +185,64 @@ TEST(Scaler, LogsEachChangeOfDecisionWithItsReason) {
   EXPECT_EQ(quiet.View("chat")->replicas, 3);
 }
 
+// GET /status: each service's decision, whether GetMetrics answers it, why, and the signals it
+// rests on; a service not polled yet; whether the config file's text runs.
+TEST(Scaler, StatusSaysWhatEachServiceDecidedAndWhy) {
+  absl::StatusOr<ScalerConfig> config =
+      ConfigWith(R"(  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready,
+     targetQueuePerReplica: 4, minReplicas: 1, maxReplicas: 20, staleAfter: 30s}
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  SimulatedClock clock(absl::FromUnixSeconds(1764700000));
+  ScriptedSource prom(clock);
+  Scaler scaler(*config, prom, clock);
+  EXPECT_EQ(scaler.StatusText(),
+            "tessera scaler at 2025-12-02T18:26:40Z: 1 services; config: the file's text runs "
+            "(reloads while serving: 0 applied, 0 invalid, 0 needing a restart)\n"
+            "chat: no poll yet\n");
+
+  prom.values = {{"waiting", 40}, {"running", 16}, {"ready", 1}};
+  scaler.PollOnce();
+  clock.Advance(absl::Seconds(12));
+  const std::string fresh = scaler.StatusText();
+  EXPECT_THAT(fresh, HasSubstr("\nchat: 3 replicas, fresh (GetMetrics answers it), decided 12s "
+                               "ago (minReplicas 1, maxReplicas 20)\n"
+                               "  why: scale up to 3: queue: 40 waiting + 16 running"));
+  EXPECT_THAT(
+      fresh,
+      HasSubstr("\n  signals: waiting 40, running 16, ready 1, starting 0, utilization 0\n"));
+  EXPECT_THAT(fresh, HasSubstr("\n  polls 1, 0 of them without fresh data, 0 query failures; "
+                               "load history 1 minutes\n"));
+
+  // Prometheus gone: the decision held, KEDA's fallback named, the failure in the reason.
+  prom.down = true;
+  scaler.PollOnce();
+  clock.Advance(absl::Seconds(31));
+  const std::string held = scaler.StatusText();
+  EXPECT_THAT(held, HasSubstr("chat: 3 replicas, held on missing or stale data (GetMetrics "
+                              "answers UNAVAILABLE: KEDA's fallback applies), decided 31s ago"));
+  EXPECT_THAT(held, HasSubstr("[GET http://prom/api/v1/query: Connection refused]"));
+  EXPECT_THAT(held, HasSubstr("  signals: none read\n"));
+  // Five queries failed: ready, waiting, running, and the utilisation and starting queries that
+  // default from the service's name.
+  EXPECT_THAT(held, HasSubstr("  polls 2, 1 of them without fresh data, 5 query failures"));
+
+  // A service added by a reload, and a change of the file that was not taken.
+  absl::StatusOr<ScalerConfig> more = ConfigWith(
+      "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready,\n"
+      "     targetQueuePerReplica: 4, minReplicas: 1, maxReplicas: 20, staleAfter: 30s}\n"
+      "  - {name: code, queueQuery: code_waiting}\n");
+  ASSERT_TRUE(more.ok()) << more.status();
+  ASSERT_TRUE(scaler.Reload(*more).ok());
+  scaler.CountConfigReload("applied", true);
+  scaler.CountConfigReload("invalid", false);
+  const std::string reloaded = scaler.StatusText();
+  EXPECT_THAT(reloaded, HasSubstr(": 2 services; config: the file holds a change that was not "
+                                  "taken (the log says why) (reloads while serving: 1 applied, 1 "
+                                  "invalid, 0 needing a restart)\n"));
+  EXPECT_THAT(reloaded, HasSubstr("\ncode: no poll yet (added by a config reload)\n"));
+}
+
 TEST(Scaler, AtZeroTheActivationQueryStandsInForTheServersQueue) {
   auto config = [](const std::string& extra) {
     return ConfigWith(
