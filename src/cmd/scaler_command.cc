@@ -131,7 +131,7 @@ int Check(const std::string& file, const adapters::ScalerConfig& config,
       std::printf(
           "  %-11s none: idleness is read from the waiting and running gauges alone, which miss "
           "short requests, and every backlog is scaled up for, even one that drains before a "
-          "cold start (set throughputQuery, or server: vllm, triton or tgi)\n",
+          "cold start (set throughputQuery, or server: vllm, triton, tgi or sglang)\n",
           "throughput");
     }
     absl::StatusOr<adapters::ScalerView> view = scaler.View(svc.name);

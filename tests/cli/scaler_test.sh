@@ -326,6 +326,20 @@ check "range queries checked for the history rebuilt on start" \
   grep -q '^  history     range queries answer (the last 5m in 60 steps; with a sample: ready 60, starting 60, queue 60, running 60, utilization 60, throughput 60); 72h3m rebuilt on start$' "$WORK/out"
 check "  every query the backfill asks, the activation query too" \
   grep -q '^  history     range queries answer (the last 5m in 60 steps; with a sample: ready 60, starting 60, queue 60, activation 60, utilization 60); 72h3m rebuilt on start$' "$WORK/out"
+# server: sglang reads SGLang's own gauges and counter.
+fake_prometheus '{"replicas_available": 2, "replicas_unavailable": 0, "num_queue_reqs": 12,
+  "num_running_reqs": 30, "DCGM_FI_DEV_GPU_UTIL": 0.8, "num_requests_total": 4}'
+cat >"$WORK/sglang.yaml" <<YAML
+apiVersion: tessera.io/v1alpha1
+kind: ScalerConfig
+prometheus: {url: "http://127.0.0.1:$FAKE_PORT", timeout: 1s}
+services:
+  - {name: agents, server: sglang}
+YAML
+"$TESSERA" scaler --config "$WORK/sglang.yaml" --check >"$WORK/out" 2>&1
+check "server: sglang: every query answers, exit 0" test $? = 0
+check "  SGLang's queue gauge" grep -q 'queue       sum(sglang:num_queue_reqs{model_name="agents"})' "$WORK/out"
+check "  the decision on its gauges" grep -qE '^  decision    [0-9]+ replicas?: .*queue: 12 waiting \+ 30 running' "$WORK/out"
 run_check '{"replicas_unavailable": 0, "num_requests_waiting": 9, "num_requests_running": 40,
   "batch_ready": "error"}'
 check "a series missing: exit 2" test "$RC" = 2

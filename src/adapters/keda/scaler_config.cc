@@ -350,10 +350,19 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
       s.queue_query = "sum(tgi_queue_size)";
       s.running_query = "sum(tgi_batch_current_size)";
       s.throughput_query = "sum(rate(tgi_request_success[1m]))";
+    } else if (server == "sglang") {
+      // SGLang's scheduler gauges and its tokenizer's finished-request counter (sglang
+      // python/sglang/srt/metrics/collector.py; served with --enable-metrics), per model_name and
+      // per rank: summed over the service's pods and ranks.
+      s.queue_query = absl::StrCat("sum(sglang:num_queue_reqs{", Label("model_name", model), "})");
+      s.running_query =
+          absl::StrCat("sum(sglang:num_running_reqs{", Label("model_name", model), "})");
+      s.throughput_query = absl::StrCat("sum(rate(sglang:num_requests_total{",
+                                        Label("model_name", model), "}[1m]))");
     } else if (!server.empty()) {
-      return sf.Get("server").Error(
-          absl::StrCat("expected vllm, triton or tgi (or omit it and give the queries), found \"",
-                       server, "\""));
+      return sf.Get("server").Error(absl::StrCat(
+          "expected vllm, triton, tgi or sglang (or omit it and give the queries), found \"",
+          server, "\""));
     }
     if (!deployment.empty()) {
       std::string sel = absl::StrCat(Label("namespace", ns), ",", Label("deployment", deployment));
@@ -375,7 +384,7 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
       TESSERA_ASSIGN_OR_RETURN(*q.out, sf.Get(q.key).StringOr(*q.out));
     }
     if (s.queue_query.empty()) {
-      return sf.Error("queueQuery is required (or set server: vllm|triton|tgi)");
+      return sf.Error("queueQuery is required (or set server: vllm|triton|tgi|sglang)");
     }
     if (s.ready_query.empty()) {
       return sf.Error(

@@ -29,6 +29,9 @@ services:
     model: e5
     deployment: embed
     namespace: search
+  - name: agents
+    server: sglang
+    model: Qwen/Qwen3-8B
 )");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->poll_interval, absl::Seconds(5));
@@ -49,6 +52,16 @@ services:
       "sum(kube_deployment_status_replicas_available{namespace=\"search\",deployment=\"embed\"})");
   EXPECT_THAT(e->utilization_query, HasSubstr("DCGM_FI_DEV_GPU_UTIL"));
   EXPECT_EQ(e->policy.scale_down_quantile, 1);  // the window's highest, as HPA's
+  // SGLang: its scheduler's gauges and finished-request counter, by model_name.
+  const ServiceConfig* g = c->Find("agents");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->queue_query, "sum(sglang:num_queue_reqs{model_name=\"Qwen/Qwen3-8B\"})");
+  EXPECT_EQ(g->running_query, "sum(sglang:num_running_reqs{model_name=\"Qwen/Qwen3-8B\"})");
+  EXPECT_EQ(g->throughput_query,
+            "sum(rate(sglang:num_requests_total{model_name=\"Qwen/Qwen3-8B\"}[1m]))");
+  EXPECT_EQ(g->ready_query,
+            "sum(kube_deployment_status_replicas_available{namespace=\"default\",deployment="
+            "\"agents\"})");
 }
 
 TEST(ScalerConfig, ErrorsNameTheLineAndField) {
@@ -63,7 +76,8 @@ TEST(ScalerConfig, ErrorsNameTheLineAndField) {
               HasSubstr("s.yaml:5"));
   EXPECT_THAT(err("  - {name: a, server: vllm, deployment: a, idleTimeout: soon}").message(),
               HasSubstr("idleTimeout"));
-  EXPECT_THAT(err("  - {name: a, server: sglang}").message(), HasSubstr("vllm, triton or tgi"));
+  EXPECT_THAT(err("  - {name: a, server: ollama}").message(),
+              HasSubstr("expected vllm, triton, tgi or sglang"));
   EXPECT_THAT(err("  - {name: a, server: vllm, deployment: ''}").message(),
               HasSubstr("readyQuery is required"));
   EXPECT_THAT(err("  - {name: a, deployment: a}").message(), HasSubstr("queueQuery is required"));
