@@ -135,7 +135,9 @@ Decision DecideReplicas(const AutoscalePolicy& policy, const Signals& signals,
                         AutoscaleState& state, absl::Time now);
 
 // How far back the seasonal rule looks: the longest period x seasonal_repeats, plus the lead and
-// a minute. Zero when the rule is off.
+// a minute. Zero when the rule is off. AutoscaleState keeps the per-minute load in a ring of this
+// span; a decision under knobs of another span starts that history afresh (what a scaler's config
+// reload rebuilds from Prometheus).
 absl::Duration SeasonalHistory(const AutoscalePolicy& policy);
 
 // How much of a service's past a restarted scaler replays to rebuild what the policy learns

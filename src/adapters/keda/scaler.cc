@@ -51,7 +51,7 @@ absl::StatusOr<std::string> Scaler::Reload(ScalerConfig next) {
       services_[s.name].shown.view.reason = "no poll yet (added by a config reload)";
       changes.push_back(absl::StrCat(s.name, " added"));
       if (fresh->backfill) {
-        to_rebuild_[s.name] = true;
+        to_rebuild_[s.name] = Rebuild::kWhole;
         absl::StrAppend(&changes.back(), ", its history to be rebuilt");
       }
     } else if (was->settings != s.settings) {
@@ -60,7 +60,7 @@ absl::StatusOr<std::string> Scaler::Reload(ScalerConfig next) {
       const absl::Duration span = autoscale::SeasonalHistory(s.policy);
       if (span > absl::ZeroDuration() && span != autoscale::SeasonalHistory(was->policy)) {
         if (fresh->backfill) {
-          to_rebuild_.emplace(s.name, false);  // an added one still pending stays whole
+          to_rebuild_.emplace(s.name, Rebuild::kLoadOnly);  // one added and pending stays whole
           absl::StrAppend(&changes.back(), ", its load history to be rebuilt");
         } else {
           absl::StrAppend(&changes.back(), ", its load history restarts");
@@ -108,16 +108,11 @@ autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero, std
   return autoscale::Sample::At(v->value, at);
 }
 
-void Scaler::ForEachService(const std::function<std::string(const ServiceConfig&)>& fn,
-                            const std::map<std::string, bool>* only) {
+void Scaler::ForEachService(const std::function<std::string(const ServiceConfig&)>& fn) {
   const std::shared_ptr<const ScalerConfig> config = this->config();  // a reload may replace it
-  std::vector<const ServiceConfig*> chosen;
-  for (const ServiceConfig& s : config->services) {
-    if (only == nullptr || only->count(s.name) > 0) chosen.push_back(&s);
-  }
-  std::vector<std::string> lines(chosen.size());
+  std::vector<std::string> lines(config->services.size());
   ParallelFor(lines.size(), static_cast<size_t>(config->poll_concurrency),
-              [&](size_t i) { lines[i] = fn(*chosen[i]); });
+              [&](size_t i) { lines[i] = fn(config->services[i]); });
   if (log_) {
     MutexLock lock(&log_mu_);
     for (const std::string& line : lines) {
@@ -203,24 +198,26 @@ std::string Scaler::PollService(const ServiceConfig& cfg) {
 void Scaler::Backfill(const std::atomic<bool>* stop) {
   // The step is a server setting, which a reload leaves as it is.
   const absl::Duration step = config()->BackfillStep();
-  ForEachService([&](const ServiceConfig& cfg) { return BackfillService(cfg, step, stop, true); });
+  ForEachService(
+      [&](const ServiceConfig& cfg) { return BackfillService(cfg, step, stop, Rebuild::kWhole); });
 }
 
 void Scaler::BackfillReloaded(const std::atomic<bool>* stop) {
-  std::map<std::string, bool> todo;
+  std::map<std::string, Rebuild> todo;
   {
     MutexLock lock(&mu_);
     todo.swap(to_rebuild_);
   }
   if (todo.empty()) return;
   const absl::Duration step = config()->BackfillStep();
-  ForEachService(
-      [&](const ServiceConfig& cfg) { return BackfillService(cfg, step, stop, todo.at(cfg.name)); },
-      &todo);
+  ForEachService([&](const ServiceConfig& cfg) {
+    auto what = todo.find(cfg.name);  // the others have nothing to rebuild
+    return what == todo.end() ? std::string() : BackfillService(cfg, step, stop, what->second);
+  });
 }
 
 std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration step,
-                                    const std::atomic<bool>* stop, bool whole) {
+                                    const std::atomic<bool>* stop, Rebuild what) {
   // Steps up to the one before now: the live polls take it from there.
   const int64_t count = autoscale::HistoryToRebuild(cfg.policy) / step;
   const absl::Time start = clock_.Now() - count * step;
@@ -271,7 +268,7 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
     MutexLock lock(&mu_);
     auto found = services_.find(cfg.name);
     if (found == services_.end()) return "";  // removed by a reload meanwhile
-    if (whole) {
+    if (what == Rebuild::kWhole) {
       carried = autoscale::MergeHistory(cfg.policy, past, found->second.state);
     } else {
       autoscale::MergeLoadHistory(cfg.policy, past, found->second.state);
@@ -280,11 +277,11 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
   std::string rebuilt = absl::StrFormat(
       "%s: %s rebuilt from Prometheus: %s from %s at %s steps, %.1f%% of them with the service's "
       "signals",
-      cfg.name, whole ? "history" : "load history (knobs changed)",
+      cfg.name, what == Rebuild::kWhole ? "history" : "load history (knobs changed)",
       absl::FormatDuration(count * step),
       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", first, absl::UTCTimeZone()),
       absl::FormatDuration(step), count > 0 ? 100.0 * with_data / count : 0.0);
-  if (!whole) return rebuilt;
+  if (what == Rebuild::kLoadOnly) return rebuilt;
   return absl::StrFormat(
       "%s; batch %s; scale-down window, idle clock and demand trend %s", rebuilt,
       past.batch_per_replica > 0

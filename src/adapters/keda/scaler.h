@@ -127,8 +127,7 @@ class Scaler {
   // did.
   absl::StatusOr<std::string> Reload(ScalerConfig next);
   // Counts a changed config file read while serving, by outcome ("applied", "invalid",
-  // "needs_restart"), and
-  // whether what the file holds now is what runs (tessera_scaler_config_*).
+  // "needs_restart"), and whether what the file holds now is what runs (tessera_scaler_config_*).
   void CountConfigReload(const std::string& result, bool current);
   // The config running now (a snapshot: a reload replaces it, it does not change).
   std::shared_ptr<const ScalerConfig> config() const;
@@ -150,6 +149,10 @@ class Scaler {
     autoscale::AutoscaleState state;
     Shown shown;
   };
+  // What a rebuild from Prometheus merges into a service's state: all that
+  // autoscale::MergeHistory carries (at start, a service added), or only the per-minute load
+  // (autoscale::MergeLoadHistory: a service whose knobs reshaped it while it served).
+  enum class Rebuild { kLoadOnly, kWhole };
   // What MetricsText and StatusText show, copied under the lock so that formatting holds none.
   struct Snapshot {
     std::shared_ptr<const ScalerConfig> config;  // the one `services` belongs to
@@ -163,16 +166,12 @@ class Scaler {
   // One service's queries and decision; its log line if the decision changed, else "".
   std::string PollService(const ServiceConfig& cfg);
   // One service's backfill; its log line ("" when stopped).
-  // `whole`: merge all that autoscale::MergeHistory carries (start-up, a service added); else
-  // only the per-minute load (a service whose knobs reshaped it while it served).
   std::string BackfillService(const ServiceConfig& cfg, absl::Duration step,
-                              const std::atomic<bool>* stop, bool whole);
-  // Runs `fn` for every service (those named in `only`, when given), config().poll_concurrency at
-  // once, then logs the lines it returned (in config order, whichever thread ran them; "" logs
-  // nothing). The log sink is called under log_mu_: polls and the backfill log from their own
-  // threads.
-  void ForEachService(const std::function<std::string(const ServiceConfig&)>& fn,
-                      const std::map<std::string, bool>* only = nullptr);
+                              const std::atomic<bool>* stop, Rebuild what);
+  // Runs `fn` for every service, config().poll_concurrency at once, then logs the lines it
+  // returned (in config order, whichever thread ran them; "" logs nothing). The log sink is
+  // called under log_mu_: polls and the backfill log from their own threads.
+  void ForEachService(const std::function<std::string(const ServiceConfig&)>& fn);
   // A decision GetMetrics may answer: made on fresh data, and not older than staleAfter.
   static bool FreshAt(const ScalerView& v, const ServiceConfig& cfg, absl::Time now);
   // Counts into *failures a query that gives no sample.
@@ -186,8 +185,8 @@ class Scaler {
   mutable Mutex mu_;
   std::shared_ptr<const ScalerConfig> config_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Service> services_ ABSL_GUARDED_BY(mu_);
-  // Left by Reload for BackfillReloaded: service -> whole (added) or its load history only.
-  std::map<std::string, bool> to_rebuild_ ABSL_GUARDED_BY(mu_);
+  // Left by Reload for BackfillReloaded.
+  std::map<std::string, Rebuild> to_rebuild_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> config_reloads_ ABSL_GUARDED_BY(mu_);  // by outcome
   bool config_current_ ABSL_GUARDED_BY(mu_) = true;
   std::map<std::pair<std::string, std::string>, int64_t> rpcs_ ABSL_GUARDED_BY(mu_);
