@@ -52,17 +52,42 @@ int64_t LeadMinutes(const AutoscalePolicy& p) {
   return absl::ToInt64Minutes(absl::Ceil(p.cold_start, absl::Minutes(1))) + 1;
 }
 
+// Minutes back the seasonal rule reads: the longest period x repeats (0 when off).
+int64_t ReachMinutes(const AutoscalePolicy& p) {
+  int64_t longest = 0;
+  for (absl::Duration d : p.seasonal_periods) longest = std::max(longest, absl::ToInt64Minutes(d));
+  return longest * p.seasonal_repeats;
+}
+
 // Minutes of load history the seasonal rule keeps (the size of AutoscaleState's ring).
 int64_t HistoryMinutes(const AutoscalePolicy& p) {
   if (p.seasonal_periods.empty()) return 0;
-  int64_t longest = 0;
-  for (absl::Duration d : p.seasonal_periods) longest = std::max(longest, absl::ToInt64Minutes(d));
-  return longest * p.seasonal_repeats + LeadMinutes(p) + 1;
+  return ReachMinutes(p) + LeadMinutes(p) + 1;
 }
 
 // A minute's slot in the ring of `size` minutes.
 size_t Slot(int64_t minute, int64_t size) {
   return static_cast<size_t>(((minute % size) + size) % size);
+}
+
+// Makes `st`'s ring one of `size` minutes (size > 0), keeping the latest minutes of its history
+// that fit: a change of knobs reshapes the ring, and the load seen under the old ones is still
+// the load. A ring grown keeps all it had (its earlier minutes are not known); one shrunk keeps
+// its last `size` minutes.
+void Reslot(AutoscaleState& st, int64_t size) {
+  const int64_t was = static_cast<int64_t>(st.load_by_minute.size());
+  if (was == size) return;
+  std::vector<double> ring(static_cast<size_t>(size), 0);
+  if (was == 0) {  // nothing seen yet
+    st.load_by_minute = std::move(ring);
+    return;
+  }
+  const int64_t from = std::max(st.first_minute, st.last_minute - size + 1);
+  for (int64_t m = from; m <= st.last_minute; ++m) {
+    ring[Slot(m, size)] = st.load_by_minute[Slot(m, was)];
+  }
+  st.load_by_minute = std::move(ring);
+  st.first_minute = from;
 }
 
 // The seasonal rule. Records `load` (busy replica-equivalents now) for the minute of `now`, then
@@ -80,12 +105,15 @@ double Seasonal(const AutoscalePolicy& p, AutoscaleState& st, absl::Time now, do
   const int64_t size = HistoryMinutes(p);
   auto at = [&](int64_t m) -> double& { return st.load_by_minute[Slot(m, size)]; };
   const int64_t minute = MinuteOf(now);
-  if (static_cast<int64_t>(st.load_by_minute.size()) != size || minute < st.last_minute) {
-    // First call, other knobs, or a clock that went back: start the history afresh.
+  if (st.load_by_minute.empty() || minute < st.last_minute) {
+    // First call, or a clock that went back: start the history afresh.
     st.load_by_minute.assign(size, 0);
     st.first_minute = minute;
     at(minute) = load;
-  } else if (minute > st.last_minute) {
+    st.last_minute = minute;
+  }
+  Reslot(st, size);  // knobs of another span: the minutes that fit are kept
+  if (minute > st.last_minute) {
     // Minutes without a decision (none is taken on missing data) count as no load.
     for (int64_t m = st.last_minute + 1; m < minute && m <= st.last_minute + size; ++m) at(m) = 0;
     at(minute) = load;
@@ -184,6 +212,10 @@ absl::Duration SeasonalHistory(const AutoscalePolicy& policy) {
   return absl::Minutes(HistoryMinutes(policy));
 }
 
+absl::Duration SeasonalReach(const AutoscalePolicy& policy) {
+  return absl::Minutes(ReachMinutes(policy));
+}
+
 absl::Duration HistoryToRebuild(const AutoscalePolicy& policy) {
   return std::max(SeasonalHistory(policy), absl::Hours(24));
 }
@@ -195,17 +227,29 @@ bool MergeHistory(const AutoscalePolicy& policy, const AutoscaleState& past, Aut
   return carried;
 }
 
-void MergeLoadHistory(const AutoscalePolicy& policy, const AutoscaleState& past,
+void MergeLoadHistory(const AutoscalePolicy& policy, const AutoscaleState& past_state,
                       AutoscaleState& live) {
   const int64_t size = HistoryMinutes(policy);
-  if (size == 0 || static_cast<int64_t>(past.load_by_minute.size()) != size) return;
-  if (static_cast<int64_t>(live.load_by_minute.size()) != size) {
-    // No decision yet (or under other knobs, which the next one resets): the past is all there is.
+  if (size == 0 || past_state.load_by_minute.empty()) return;
+  // Either history may have been kept under knobs of another span: both are taken into this
+  // policy's ring.
+  AutoscaleState reslotted;
+  const AutoscaleState* past_ptr = &past_state;
+  if (static_cast<int64_t>(past_state.load_by_minute.size()) != size) {
+    reslotted.load_by_minute = past_state.load_by_minute;
+    reslotted.first_minute = past_state.first_minute;
+    reslotted.last_minute = past_state.last_minute;
+    Reslot(reslotted, size);
+    past_ptr = &reslotted;
+  }
+  const AutoscaleState& past = *past_ptr;
+  if (live.load_by_minute.empty()) {  // no decision yet: the past is all there is
     live.load_by_minute = past.load_by_minute;
     live.first_minute = past.first_minute;
     live.last_minute = past.last_minute;
     return;
   }
+  Reslot(live, size);
   const int64_t from = std::max(past.first_minute, live.last_minute - size + 1);
   const int64_t to = std::min(past.last_minute, live.last_minute);
   for (int64_t m = from; m <= to; ++m) {

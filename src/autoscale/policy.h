@@ -136,9 +136,15 @@ Decision DecideReplicas(const AutoscalePolicy& policy, const Signals& signals,
 
 // How far back the seasonal rule looks: the longest period x seasonal_repeats, plus the lead and
 // a minute. Zero when the rule is off. AutoscaleState keeps the per-minute load in a ring of this
-// span; a decision under knobs of another span starts that history afresh (what a scaler's config
-// reload rebuilds from Prometheus).
+// span; a decision under knobs of another span (a scaler's config reload) moves the history into
+// a ring of the new span, keeping the latest minutes that fit. A longer span holds minutes earlier
+// than the history reaches, which a scaler's reload rebuilds from Prometheus.
 absl::Duration SeasonalHistory(const AutoscalePolicy& policy);
+
+// How far back the seasonal rule reads: the longest period x seasonal_repeats (zero when the rule
+// is off). The ring keeps the lead more, so a change of knobs that does not lengthen this (a
+// longer coldStart alone) leaves the rule all the history it reads.
+absl::Duration SeasonalReach(const AutoscalePolicy& policy);
 
 // How much of a service's past a restarted scaler replays to rebuild what the policy learns
 // from it: the seasonal rule's history, and at least the last day (for the batch per replica).
@@ -149,7 +155,8 @@ absl::Duration HistoryToRebuild(const AutoscalePolicy& policy);
 // into a state of its own):
 // - its per-minute load for the seasonal rule: minutes `live` has not seen take `past`'s load,
 //   minutes both saw the lesser (a minute's load is the least seen in it); minutes out of
-//   `live`'s reach are left out, and a history kept under other knobs adds nothing;
+//   `live`'s reach are left out; either history, kept under knobs of another span, is first
+//   taken into this policy's ring (its latest minutes that fit);
 // - the requests one replica runs when full (batch_per_replica), while `live` has not learned
 //   it: without it a wake-up from zero asks for a replica per targetQueuePerReplica waiting;
 // - when `past` decided on fresh data up to within staleAfter of `live`'s first decision (it is
@@ -165,9 +172,9 @@ absl::Duration HistoryToRebuild(const AutoscalePolicy& policy);
 bool MergeHistory(const AutoscalePolicy& policy, const AutoscaleState& past, AutoscaleState& live);
 
 // The first part of MergeHistory alone: `past`'s per-minute load for the seasonal rule. For a
-// service whose knobs changed the shape of that history (coldStart, seasonalPeriods,
-// seasonalRepeats) while `live` kept deciding: its scale-down window, idle clock, trend and batch
-// are its own, and stay.
+// service whose knobs lengthened that history's span (coldStart, seasonalPeriods,
+// seasonalRepeats) while `live` kept deciding: `past` brings the minutes before those `live`
+// kept; its scale-down window, idle clock, trend and batch are its own, and stay.
 void MergeLoadHistory(const AutoscalePolicy& policy, const AutoscaleState& past,
                       AutoscaleState& live);
 

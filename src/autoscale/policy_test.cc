@@ -560,12 +560,71 @@ TEST(AutoscalePolicy, ARestartedScalerMeetsARecurringLoadWithItsHistoryReplayed)
   EXPECT_EQ(last.replicas, 14) << last.reason;
   EXPECT_EQ(merged_later.first_minute, past.first_minute);
 
-  // A history kept under other knobs (another ring) adds nothing.
+  // A history kept under other knobs (another ring) is taken into this policy's ring: its latest
+  // 183 minutes (1h x 3, the lead and a minute), which meet the job under the hourly rule.
   AutoscalePolicy hourly = p;
   hourly.seasonal_periods = {absl::Hours(1)};
   AutoscaleState other;
   MergeHistory(hourly, past, other);
-  EXPECT_TRUE(other.load_by_minute.empty());
+  EXPECT_EQ(other.load_by_minute.size(), 183u);
+  EXPECT_EQ(other.last_minute, past.last_minute);
+  EXPECT_EQ(other.first_minute, past.last_minute - 182);
+  for (absl::Time t = restart; t < before_job; t += absl::Seconds(15)) {
+    last = DecideReplicas(hourly, job.SignalsAt(t), other, t);
+  }
+  EXPECT_THAT(last.reason, HasSubstr("recurring: 10.0 replicas busy within 2m of this time in "
+                                     "each of the last 3 periods of 1h"));
+  EXPECT_EQ(last.replicas, 14) << last.reason;
+}
+
+// A change of knobs that reshapes the seasonal rule's ring (a scaler's config reload: coldStart
+// sets its lead, seasonalPeriods x seasonalRepeats its span) keeps the load seen under the old
+// ones, as far as it fits the new span: the hourly job is still met ahead, with the new lead.
+// Before 2026-12-07 such a change started the history afresh, and the job met one replica
+// until three hours had been seen again.
+TEST(AutoscalePolicy, AKnobChangeKeepsTheLoadHistoryThatFitsItsNewSpan) {
+  HourlyJob job{{true, true, true, true}};
+  const absl::Time change = kT0 + absl::Hours(3) + absl::Minutes(20);
+  const absl::Time before_job = kT0 + absl::Hours(3) + absl::Minutes(30);
+  AutoscalePolicy was;  // 1h and 24h, 3 repeats, coldStart 60s: a ring of 72h3m
+  auto decide_from_change = [&](const AutoscalePolicy& now_policy) {
+    AutoscaleState st;
+    job.Run(was, st, absl::ZeroDuration(), change - kT0);
+    const int64_t first = st.first_minute;
+    Decision last;
+    for (absl::Time t = change; t < before_job; t += absl::Seconds(15)) {
+      last = DecideReplicas(now_policy, job.SignalsAt(t), st, t);
+    }
+    EXPECT_EQ(static_cast<int64_t>(st.load_by_minute.size()),
+              SeasonalHistory(now_policy) / absl::Minutes(1));
+    return std::tuple{last, st, first};
+  };
+
+  // A longer cold start: a lead of 3 minutes, a ring a minute longer; everything seen is kept.
+  AutoscalePolicy slower = was;
+  slower.cold_start = absl::Minutes(2);
+  auto [last, st, first] = decide_from_change(slower);
+  EXPECT_THAT(last.reason, HasSubstr("recurring: 10.0 replicas busy within 3m of this time in "
+                                     "each of the last 3 periods of 1h"));
+  EXPECT_EQ(last.replicas, 14) << last.reason;
+  EXPECT_EQ(st.first_minute, first);
+
+  // The daily period dropped: a ring of 3h3m keeps the latest 183 minutes.
+  AutoscalePolicy hourly = was;
+  hourly.seasonal_periods = {absl::Hours(1)};
+  std::tie(last, st, first) = decide_from_change(hourly);
+  EXPECT_THAT(last.reason, HasSubstr("recurring: 10.0 replicas busy within 2m"));
+  EXPECT_EQ(last.replicas, 14) << last.reason;
+  EXPECT_EQ(st.first_minute, st.last_minute - 182);  // the earlier minutes were let go
+  EXPECT_GT(st.first_minute, first);
+
+  // Four repeats: the 3h29m kept are not four hours; the rule waits for them (or a rebuild).
+  AutoscalePolicy four = was;
+  four.seasonal_repeats = 4;
+  std::tie(last, st, first) = decide_from_change(four);
+  EXPECT_THAT(last.reason, Not(HasSubstr("recurring"))) << last.reason;
+  EXPECT_EQ(last.replicas, 1) << last.reason;
+  EXPECT_EQ(st.first_minute, first);
 }
 
 TEST(AutoscalePolicy, MergedHistoryKeepsTheLeastOfAMinuteBothSawAndWhatLiveCannotReach) {

@@ -56,14 +56,14 @@ absl::StatusOr<std::string> Scaler::Reload(ScalerConfig next) {
       }
     } else if (was->settings != s.settings) {
       changes.push_back(absl::StrCat(s.name, " changed"));
-      // The next decision starts the seasonal rule's history afresh when its span differs.
-      const absl::Duration span = autoscale::SeasonalHistory(s.policy);
-      if (span > absl::ZeroDuration() && span != autoscale::SeasonalHistory(was->policy)) {
+      // The next decision moves the seasonal rule's history into a ring of the new span; a rule
+      // that reads further back reaches minutes before what the service kept.
+      if (autoscale::SeasonalReach(s.policy) > autoscale::SeasonalReach(was->policy)) {
         if (fresh->backfill) {
           to_rebuild_.emplace(s.name, Rebuild::kLoadOnly);  // one added and pending stays whole
-          absl::StrAppend(&changes.back(), ", its load history to be rebuilt");
+          absl::StrAppend(&changes.back(), ", its load history kept, further back to be rebuilt");
         } else {
-          absl::StrAppend(&changes.back(), ", its load history restarts");
+          absl::StrAppend(&changes.back(), ", its load history kept, further back fills from now");
         }
       }
     }
@@ -277,7 +277,7 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
   std::string rebuilt = absl::StrFormat(
       "%s: %s rebuilt from Prometheus: %s from %s at %s steps, %.1f%% of them with the service's "
       "signals",
-      cfg.name, what == Rebuild::kWhole ? "history" : "load history (knobs changed)",
+      cfg.name, what == Rebuild::kWhole ? "history" : "load history (further back)",
       absl::FormatDuration(count * step),
       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", first, absl::UTCTimeZone()),
       absl::FormatDuration(step), count > 0 ? 100.0 * with_data / count : 0.0);

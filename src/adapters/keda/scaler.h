@@ -91,10 +91,11 @@ class Scaler {
   // set (the range query in flight is cancelled, and the services not yet rebuilt log nothing).
   void Backfill(const std::atomic<bool>* stop = nullptr);
   // The same for what config reloads left to rebuild since the last call (see Reload): a service
-  // added, as Backfill does; a changed service whose knobs reshaped its load history (coldStart,
-  // seasonalPeriods, seasonalRepeats: the policy starts that history afresh under them), its
-  // per-minute load replayed under the new knobs and merged with autoscale::MergeLoadHistory (what
-  // it learned while serving, its window and batch, stays). Nothing when nothing is left.
+  // added, as Backfill does; a changed service whose seasonal rule now reads further back
+  // (autoscale::SeasonalReach: seasonalPeriods x seasonalRepeats; the policy keeps the minutes it
+  // had, and the rule reaches before them), its per-minute load replayed under the new knobs and
+  // merged with autoscale::MergeLoadHistory (what it learned while serving, its load, window and
+  // batch, stays). Nothing when nothing is left.
   void BackfillReloaded(const std::atomic<bool>* stop = nullptr);
   // NotFound for an unknown service.
   absl::StatusOr<ScalerView> View(const std::string& service) const;
@@ -118,13 +119,14 @@ class Scaler {
   // Takes a new config while serving: its services' queries and knobs apply from the next poll
   // (a poll in flight finishes on the old ones), what a kept service learned is kept, a service
   // added is polled from the next poll, one removed is answered NotFound. With `backfill` on, a
-  // service added and one whose load history the change reshaped are left for BackfillReloaded
-  // (without it, their history builds up from the next poll). FailedPrecondition, and nothing
-  // taken, when anything outside `services` differs: the Prometheus client, TLS, poll loop and
-  // backfill were built from it at start (restart to apply). Returns what changed ("chat-small
-  // changed; chat-large added; old removed", each added or reshaped service followed by ", its
-  // history to be rebuilt" or, without backfill, ", its load history restarts"), "" when nothing
-  // did.
+  // service added and one whose seasonal rule the change made read further back are left for
+  // BackfillReloaded (without it, that history builds up from the next poll). FailedPrecondition,
+  // and nothing taken, when anything outside `services` differs: the Prometheus client, TLS, poll
+  // loop and backfill were built from it at start (restart to apply). Returns what changed
+  // ("chat-small changed; chat-large added; old removed", an added service followed by ", its
+  // history to be rebuilt" and one whose rule reads further back by ", its load history kept,
+  // further back to be rebuilt" or, without backfill, ", its load history kept, further back fills
+  // from now"), "" when nothing did.
   absl::StatusOr<std::string> Reload(ScalerConfig next);
   // Counts a changed config file read while serving, by outcome ("applied", "invalid",
   // "needs_restart"), and whether what the file holds now is what runs (tessera_scaler_config_*).

@@ -312,10 +312,9 @@ TEST(Scaler, AReloadTakesTheServicesChangesAndKeepsWhatTheyLearned) {
   ASSERT_TRUE(after.ok()) << after.status();
   absl::StatusOr<std::string> changed = scaler.Reload(*after);
   ASSERT_TRUE(changed.ok()) << changed.status();
-  // coldStart sets the seasonal rule's lead, so chat's load history is rebuilt under it.
-  EXPECT_EQ(*changed,
-            "chat changed, its load history to be rebuilt; fresh added, its history to be "
-            "rebuilt; other removed");
+  // coldStart sets the seasonal rule's lead, not how far back it reads: chat's load history is
+  // kept as it is, and nothing of it is rebuilt.
+  EXPECT_EQ(*changed, "chat changed; fresh added, its history to be rebuilt; other removed");
   EXPECT_EQ(scaler.View("other").status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(scaler.View("other").status().message(), HasSubstr("(known: chat, fresh)"));
   EXPECT_EQ(scaler.View("fresh")->reason, "no poll yet (added by a config reload)");
@@ -798,15 +797,23 @@ TEST(Scaler, ARestartedScalerRebuildsTheRecurringLoadFromPrometheus) {
 }
 
 // A config reload that adds a service, or changes a service's knobs so that the seasonal rule
-// starts its load history afresh (coldStart sets its lead), leaves that history to be rebuilt
-// from Prometheus: the hourly job is then met ahead, as after a restart. Without the rebuild
-// (backfill off, or not run) the job meets one replica, which shows what the rebuild gives.
+// reads further back than the load history it kept (seasonalRepeats, seasonalPeriods), leaves
+// that history to be rebuilt from Prometheus: the hourly job is then met ahead, as after a
+// restart. Without the rebuild (backfill off, or not run) the job meets one replica, which shows
+// what the rebuild gives. A change that reshapes the history's ring without reading further back
+// (coldStart sets the rule's lead) keeps it, and needs no rebuild.
 TEST(Scaler, AReloadRebuildsTheHistoryOfAServiceAddedOrReshaped) {
   const std::string chat =
       "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready}\n";
   const std::string chat_2m =
       "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready, "
       "coldStart: 2m}\n";
+  const std::string hourly =
+      "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready, "
+      "seasonalPeriods: [1h]}\n";
+  const std::string hourly_4 =
+      "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready, "
+      "seasonalPeriods: [1h], seasonalRepeats: 4}\n";
   const std::string flat = "  - {name: flat, queueQuery: flat-waiting, seasonalPeriods: []}\n";
   const absl::Time hour =
       absl::FromUnixSeconds(int64_t{1764700000} / 3600 * 3600) + absl::Hours(12);
@@ -872,19 +879,28 @@ TEST(Scaler, AReloadRebuildsTheHistoryOfAServiceAddedOrReshaped) {
   Run added_only_polled = run({flat, flat + chat}, -1);
   EXPECT_EQ(added_only_polled.replicas, 1) << added_only_polled.reason;
 
-  // coldStart 1m -> 2m: the lead, and so the history's span, changes; the next decision starts it
-  // afresh, and the rebuild (two polls later, as the serving loop's polls go on meanwhile)
-  // replays it under the new knobs (72 h 4 min) into what those polls began: a 3-minute lead.
-  Run reshaped = run({chat + flat, chat_2m + flat}, 2);
-  EXPECT_EQ(reshaped.reloaded, "chat changed, its load history to be rebuilt");
-  EXPECT_THAT(reshaped.reason, HasSubstr("recurring: 10.0 replicas busy within 3m of this time"));
-  EXPECT_EQ(reshaped.replicas, 14) << reshaped.reason;
-  EXPECT_THAT(reshaped.log, ::testing::Contains(HasSubstr(
-                                "chat: load history (knobs changed) rebuilt from Prometheus: "
-                                "72h4m from ")));
-  Run reshaped_only_polled = run({chat + flat, chat_2m + flat}, -1);
-  EXPECT_EQ(reshaped_only_polled.replicas, 1) << reshaped_only_polled.reason;
-  EXPECT_THAT(reshaped_only_polled.reason, Not(HasSubstr("recurring")));
+  // Four hourly repeats where there were three: the rule reads 4 h back, and the history kept
+  // (3 h 3 min, the ring of three) does not reach. The rebuild (two polls later, as the serving
+  // loop's polls go on meanwhile) replays a day under the new knobs into what those polls kept.
+  Run further = run({hourly + flat, hourly_4 + flat}, 2);
+  EXPECT_EQ(further.reloaded, "chat changed, its load history kept, further back to be rebuilt");
+  EXPECT_THAT(further.reason, HasSubstr("recurring: 10.0 replicas busy within 2m of this time in "
+                                        "each of the last 4 periods of 1h"));
+  EXPECT_EQ(further.replicas, 14) << further.reason;
+  EXPECT_THAT(further.log, ::testing::Contains(HasSubstr(
+                               "chat: load history (further back) rebuilt from Prometheus: 24h "
+                               "from ")));
+  Run further_only_polled = run({hourly + flat, hourly_4 + flat}, -1);
+  EXPECT_EQ(further_only_polled.replicas, 1) << further_only_polled.reason;
+  EXPECT_THAT(further_only_polled.reason, Not(HasSubstr("recurring")));
+
+  // coldStart 1m -> 2m: the lead, and so the ring's span, changes, but the rule reads no further
+  // back; the history kept serves the new lead at once, and nothing is asked for.
+  Run slower = run({chat + flat, chat_2m + flat}, 0);
+  EXPECT_EQ(slower.reloaded, "chat changed");
+  EXPECT_TRUE(slower.ranges.empty());
+  EXPECT_THAT(slower.reason, HasSubstr("recurring: 10.0 replicas busy within 3m of this time"));
+  EXPECT_EQ(slower.replicas, 14) << slower.reason;
 
   // A change that keeps the history's span (a ceiling) leaves nothing to rebuild.
   Run ceiling = run({chat + flat,
@@ -896,11 +912,15 @@ TEST(Scaler, AReloadRebuildsTheHistoryOfAServiceAddedOrReshaped) {
   EXPECT_TRUE(ceiling.ranges.empty());
   EXPECT_EQ(ceiling.replicas, 14) << ceiling.reason;
 
-  // With backfill off the reload says the load history restarts, and nothing is asked for.
-  Run off = run({chat + flat, chat_2m + flat}, 0, ", backfill: false");
-  EXPECT_EQ(off.reloaded, "chat changed, its load history restarts");
+  // With backfill off the reload says the history further back fills from now, and nothing is
+  // asked for; the history kept still serves a change that reads no further back.
+  Run off = run({hourly + flat, hourly_4 + flat}, 0, ", backfill: false");
+  EXPECT_EQ(off.reloaded, "chat changed, its load history kept, further back fills from now");
   EXPECT_TRUE(off.ranges.empty());
   EXPECT_EQ(off.replicas, 1) << off.reason;
+  Run off_slower = run({chat + flat, chat_2m + flat}, 0, ", backfill: false");
+  EXPECT_EQ(off_slower.reloaded, "chat changed");
+  EXPECT_EQ(off_slower.replicas, 14) << off_slower.reason;
   EXPECT_EQ(run({flat, flat + chat}, 0, ", backfill: false").reloaded, "chat added");
 
   // Added, then removed before its rebuild: nothing is asked for it.
