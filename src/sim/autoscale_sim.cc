@@ -9,6 +9,8 @@
 #include "base/memory.h"
 #include "base/parallel.h"
 #include "base/random.h"
+#include "base/ring_queue.h"
+#include "sim/processor_sharing.h"
 
 namespace tessera::sim {
 namespace {
@@ -92,18 +94,13 @@ class WaitHistogram {
 
 enum class Phase { kStarting, kReady, kDraining };
 
-struct Active {
-  int request;
-  double remaining;
-};
-
 struct Replica {
   Phase phase = Phase::kStarting;
   double ready_at = 0;
-  std::vector<Active> active;
-  std::deque<std::pair<double, double>> busy;  // (time, busy seconds in the step)
+  ProcessorSharingBatch active;
+  RingQueue<std::pair<double, double>> busy;  // (time, busy seconds in the step)
   double busy_sum = 0;
-  std::deque<std::pair<double, double>> cpu;  // (time, core-seconds)
+  RingQueue<std::pair<double, double>> cpu;  // (time, core-seconds)
   double cpu_sum = 0;
 };
 
@@ -216,6 +213,11 @@ std::vector<SimRequest> SynthesizeRequests(const std::vector<RateWindow>& window
                                            int64_t context, int64_t generated, uint64_t seed) {
   Random rng(seed);
   std::vector<SimRequest> out;
+  // Room for the requests the windows' rates expect, and a little more: a replay of weeks is
+  // tens of millions of them, which growing by doubling copies, and faults in, several times.
+  double expected = 0;
+  for (const RateWindow& w : windows) expected += std::max(0.0, w.rate * rate_scale * w.length_s);
+  if (expected < 1e10) ReserveLarge(out, static_cast<size_t>(expected * 1.01) + 1024);
   double work = m.Work(context, generated), cpu = m.Cpu(context, generated);
   for (const RateWindow& w : windows) {
     if (w.rate <= 0) continue;
@@ -292,7 +294,14 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
                                                                 : spec.min_replicas);
   std::vector<Replica> reps(floor_replicas);
   for (Replica& r : reps) r.phase = Phase::kReady;
-  std::deque<int> queue;
+  // Kept as replicas change phase and requests come and go, so that a step does not count them
+  // over every replica (a step is 50 ms; a replay of weeks is tens of millions of steps).
+  int n_starting = 0, n_draining = 0, n_running = 0;
+  // The windows only the policy that reads them keeps: the GPU's busy time and the completions
+  // for tessera's utilisation and throughput signals, the CPU's for hpa-cpu. (Kept by every
+  // policy, they grew by an entry a step for the whole replay, since only a reader trims them.)
+  const bool track_busy = spec.kind == "tessera", track_cpu = spec.kind == "hpa-cpu";
+  RingQueue<int> queue;
   size_t next = 0;
   WaitHistogram waits;
   const double total_work = MeasuredWork(requests, opt.warmup_s);
@@ -316,14 +325,10 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   double provisioned_s = 0;
   int64_t cold_starts = 0;
   int peak = 1;
-  std::deque<std::pair<double, int>> completions;  // (time, completed in the step)
+  RingQueue<std::pair<double, int>> completions;  // (time, completed in the step)
   int completions_sum = 0;
 
-  auto alive = [&] {
-    int n = 0;
-    for (const Replica& r : reps) n += r.phase != Phase::kDraining ? 1 : 0;
-    return n;
-  };
+  auto alive = [&] { return static_cast<int>(reps.size()) - n_draining; };
   auto set_replicas = [&](int want, double now) {
     want = std::clamp(want, 0, opt.max_replicas);
     int have = alive();
@@ -332,6 +337,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
       r.phase = Phase::kStarting;
       r.ready_at = now + opt.cold_start_s;
       reps.push_back(std::move(r));
+      ++n_starting;
       cold_starts += now >= opt.warmup_s ? 1 : 0;
       ++have;
     }
@@ -351,8 +357,10 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
       }
       if (reps[pick].phase == Phase::kStarting) {
         reps.erase(reps.begin() + pick);
+        --n_starting;
       } else {
         reps[pick].phase = Phase::kDraining;
+        ++n_draining;
       }
       --have;
     }
@@ -418,8 +426,13 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   while (true) {
     // Arrivals and readiness.
     while (next < requests.size() && requests[next].arrival <= t) queue.push_back(next++);
-    for (Replica& r : reps) {
-      if (r.phase == Phase::kStarting && r.ready_at <= t) r.phase = Phase::kReady;
+    if (n_starting > 0) {
+      for (Replica& r : reps) {
+        if (r.phase == Phase::kStarting && r.ready_at <= t) {
+          r.phase = Phase::kReady;
+          --n_starting;
+        }
+      }
     }
     // Dispatch to the least-loaded ready replica with a free batch slot.
     while (!queue.empty()) {
@@ -435,12 +448,14 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
       int q = queue.front();
       queue.pop_front();
       if (requests[q].arrival >= opt.warmup_s) waits.Add(std::max(0.0, t - requests[q].arrival));
-      reps[best].active.push_back({q, requests[q].work});
-      reps[best].cpu.emplace_back(t, requests[q].cpu);
-      reps[best].cpu_sum += requests[q].cpu;
+      reps[best].active.Add(requests[q].work);
+      ++n_running;
+      if (track_cpu) {
+        reps[best].cpu.emplace_back(t, requests[q].cpu);
+        reps[best].cpu_sum += requests[q].cpu;
+      }
     }
-    bool any_active = false;
-    for (const Replica& r : reps) any_active = any_active || !r.active.empty();
+    const bool any_active = n_running > 0;
     if (next >= requests.size() && queue.empty() && !any_active && t >= opt.end_s) break;
 
     // Idle: jump to the next event (arrival, readiness, controller tick or the trace's end).
@@ -458,17 +473,15 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
     for (Replica& r : reps) {
       if (r.active.empty()) continue;
       double share = step / r.active.size();
-      r.busy.emplace_back(t, step);
-      r.busy_sum += step;
-      for (size_t i = 0; i < r.active.size();) {
-        r.active[i].remaining -= share;
-        if (r.active[i].remaining <= 1e-12) {
-          r.active[i] = r.active.back();
-          r.active.pop_back();
-          completions.emplace_back(t, 1);
-          ++completions_sum;
-        } else {
-          ++i;
+      if (track_busy) {
+        r.busy.emplace_back(t, step);
+        r.busy_sum += step;
+      }
+      if (const int done = r.active.Serve(share); done > 0) {
+        n_running -= done;
+        if (track_busy) {
+          completions.emplace_back(t, done);
+          completions_sum += done;
         }
       }
     }
@@ -476,20 +489,18 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
     const double measured = std::max(0.0, t + step - std::max(t, opt.warmup_s));
     provisioned_s += measured * reps.size();
     if (measured > 0) peak = std::max(peak, alive());
-    reps.erase(std::remove_if(reps.begin(), reps.end(),
-                              [](const Replica& r) {
-                                return r.phase == Phase::kDraining && r.active.empty();
-                              }),
-               reps.end());
+    if (n_draining > 0) {
+      const auto gone = std::remove_if(reps.begin(), reps.end(), [](const Replica& r) {
+        return r.phase == Phase::kDraining && r.active.empty();
+      });
+      n_draining -= static_cast<int>(reps.end() - gone);
+      reps.erase(gone, reps.end());
+    }
     t += step;
 
     // Controllers.
-    int ready = 0, starting_n = 0, running = 0;
-    for (const Replica& r : reps) {
-      ready += r.phase == Phase::kReady ? 1 : 0;
-      starting_n += r.phase == Phase::kStarting ? 1 : 0;
-      running += static_cast<int>(r.active.size());
-    }
+    const int starting_n = n_starting, running = n_running;
+    const int ready = static_cast<int>(reps.size()) - n_starting - n_draining;
     const int waiting = static_cast<int>(queue.size());
     int current = alive();
     if (t >= next_decide) {
