@@ -169,6 +169,76 @@ std::map<std::string, double> PolicySpec::Params() const {
   return {{"target_cpu_utilization", hpa_cpu_target}, {"min_replicas", std::max(1, min_replicas)}};
 }
 
+namespace {
+
+// Independent copies of a trace whose rows are in time order, in time order: copy c of row i
+// arrives at at(c, i) = begin + fmod(arrival_i - begin + shift[c], span), which rises with i but
+// for one wrap, so each copy is two runs in order (the rows from the wrap on, shifted later; the
+// rows before it, wrapped to the start). A heap merges the runs, ordered by time and then by row
+// and copy: the order a stable sort of the rows' copies, each row's in turn, would give, without
+// that sort's O(n log n) moves and buffer. `extra`: whether row i has copy `whole` (the fraction).
+std::vector<SimRequest> MergeIndependentCopies(const std::vector<TokenRow>& rows,
+                                               const ServingModel& m,
+                                               const std::vector<double>& shift, double begin,
+                                               double span, int whole,
+                                               const std::vector<bool>& extra, size_t total) {
+  auto at = [&](int c, size_t i) {
+    return begin + std::fmod(rows[i].arrival_s - begin + shift[c], span);
+  };
+  struct Run {
+    double at;
+    size_t row, end;
+    int copy;
+  };
+  // Min-heap on (time, row, copy): the greater of two runs is the one whose next copy comes later.
+  auto later = [](const Run& a, const Run& b) {
+    if (a.at != b.at) return a.at > b.at;
+    if (a.row != b.row) return a.row > b.row;
+    return a.copy > b.copy;
+  };
+  const bool has_extra = !extra.empty();
+  // The first row of [row, end) that has copy c (the fractional copy skips rows without it).
+  auto first_with = [&](int c, size_t row, size_t end) {
+    if (c == whole) {
+      while (row < end && !extra[row]) ++row;
+    }
+    return row;
+  };
+  std::vector<Run> heap;
+  for (int c = 0; c <= whole - (has_extra ? 0 : 1); ++c) {
+    // The wrap: the first row whose shifted time passes the span.
+    const size_t wrap =
+        static_cast<size_t>(std::partition_point(rows.begin(), rows.end(),
+                                                 [&](const TokenRow& r) {
+                                                   return r.arrival_s - begin + shift[c] < span;
+                                                 }) -
+                            rows.begin());
+    for (auto [from, to] : {std::pair{wrap, rows.size()}, std::pair{size_t{0}, wrap}}) {
+      const size_t row = first_with(c, from, to);
+      if (row < to) heap.push_back({at(c, row), row, to, c});
+    }
+  }
+  std::make_heap(heap.begin(), heap.end(), later);
+  std::vector<SimRequest> out;
+  ReserveLarge(out, total);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    Run& run = heap.back();
+    const TokenRow& r = rows[run.row];
+    out.push_back({run.at, m.Work(r.context, r.generated), m.Cpu(r.context, r.generated)});
+    run.row = first_with(run.copy, run.row + 1, run.end);
+    if (run.row < run.end) {
+      run.at = at(run.copy, run.row);
+      std::push_heap(heap.begin(), heap.end(), later);
+    } else {
+      heap.pop_back();
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<SimRequest> ScaleRequests(const std::vector<TokenRow>& rows, const ServingModel& m,
                                       double rate_scale, uint64_t seed, RateMode mode) {
   Random rng(seed);
@@ -187,6 +257,22 @@ std::vector<SimRequest> ScaleRequests(const std::vector<TokenRow>& rows, const S
     span = hi->arrival_s - begin + 1;  // one second past the last arrival, so it wraps to 0
     shift.push_back(0);
     for (int c = 1; c <= whole; ++c) shift.push_back(rng.UniformDouble() * span);
+    const auto by_time = [](const TokenRow& a, const TokenRow& b) {
+      return a.arrival_s < b.arrival_s;
+    };
+    if (std::is_sorted(rows.begin(), rows.end(), by_time)) {
+      // The same draws as below, in the same order: whether each row has the fractional copy.
+      std::vector<bool> extra;
+      size_t total = rows.size() * static_cast<size_t>(whole);
+      if (frac > 0) {
+        extra.resize(rows.size());
+        for (size_t i = 0; i < rows.size(); ++i) {
+          extra[i] = rng.Bernoulli(frac);
+          total += extra[i] ? 1 : 0;
+        }
+      }
+      return MergeIndependentCopies(rows, m, shift, begin, span, whole, extra, total);
+    }
   }
   for (const TokenRow& r : rows) {
     int copies = whole + (rng.Bernoulli(frac) ? 1 : 0);

@@ -1,6 +1,7 @@
 #include "sim/autoscale_sim.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -334,6 +335,70 @@ TEST(AutoscaleSim, IndependentCopiesSpreadABurstThatDenseCopiesStack) {
   EXPECT_GE(seconds_with_a_burst, 2);
   EXPECT_LT(most, 150);
   EXPECT_GE(n[40], 50);
+}
+
+// Independent copies of a trace in time order are merged from their runs; they must come out as
+// the copies, made row by row, then stably sorted by time would: the same times in the same order,
+// ties (a row's copies, rows recorded in the same instant) by row and then by copy. Whole and
+// fractional K, ties, and a trace out of order (sorted as before).
+TEST(AutoscaleSim, IndependentCopiesInTimeOrderAreWhatAStableSortOfThemGives) {
+  ServingModel m;
+  Random gen(3);
+  std::vector<TokenRow> rows;
+  double t = 10;
+  for (int i = 0; i < 5000; ++i) {
+    // Gaps of 0 (ties) to a few seconds; tokens telling the rows apart.
+    t += gen.Bernoulli(0.2) ? 0 : 3 * gen.UniformDouble();
+    rows.push_back({t, 100 + i, 1 + i % 50});
+  }
+  auto reference = [&](const std::vector<TokenRow>& in, double k, uint64_t seed) {
+    Random rng(seed);
+    const int whole = static_cast<int>(std::floor(k));
+    const double frac = k - whole;
+    double begin = HUGE_VAL, last = -HUGE_VAL;
+    for (const TokenRow& r : in) {
+      begin = std::min(begin, r.arrival_s);
+      last = std::max(last, r.arrival_s);
+    }
+    const double span = last - begin + 1;
+    std::vector<double> shift = {0};
+    for (int c = 1; c <= whole; ++c) shift.push_back(rng.UniformDouble() * span);
+    std::vector<SimRequest> out;
+    for (const TokenRow& r : in) {
+      const int copies = whole + (rng.Bernoulli(frac) ? 1 : 0);
+      for (int c = 0; c < copies; ++c) {
+        out.push_back({begin + std::fmod(r.arrival_s - begin + shift[c], span),
+                       m.Work(r.context, r.generated), m.Cpu(r.context, r.generated)});
+      }
+    }
+    std::stable_sort(out.begin(), out.end(), [](const SimRequest& a, const SimRequest& b) {
+      return a.arrival < b.arrival;
+    });
+    return out;
+  };
+  auto same = [](const std::vector<SimRequest>& a, const std::vector<SimRequest>& b) {
+    if (a.size() != b.size())
+      return ::testing::AssertionFailure() << a.size() << " vs " << b.size();
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].arrival != b[i].arrival || a[i].work != b[i].work || a[i].cpu != b[i].cpu) {
+        return ::testing::AssertionFailure()
+               << "request " << i << ": " << a[i].arrival << " vs " << b[i].arrival;
+      }
+    }
+    return ::testing::AssertionSuccess();
+  };
+  for (double k : {1.0, 3.0, 8.0, 2.5, 0.4}) {
+    for (uint64_t seed : {1, 2, 3}) {
+      EXPECT_TRUE(
+          same(ScaleRequests(rows, m, k, seed, RateMode::kIndependent), reference(rows, k, seed)))
+          << "K " << k << " seed " << seed;
+    }
+  }
+  // Out of order: the same copies, sorted.
+  std::vector<TokenRow> shuffled = rows;
+  std::swap(shuffled[10], shuffled[4000]);
+  EXPECT_TRUE(same(ScaleRequests(shuffled, m, 2.5, 4, RateMode::kIndependent),
+                   reference(shuffled, 2.5, 4)));
 }
 
 TEST(AutoscaleSim, SynthesisKeepsEachWindowsRate) {
