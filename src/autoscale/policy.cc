@@ -90,6 +90,13 @@ void Reslot(AutoscaleState& st, int64_t size) {
   st.first_minute = from;
 }
 
+// `from`'s per-minute load (its ring and the minutes it spans) in place of `to`'s; nothing else.
+void TakeLoadHistory(const AutoscaleState& from, AutoscaleState& to) {
+  to.load_by_minute = from.load_by_minute;
+  to.first_minute = from.first_minute;
+  to.last_minute = from.last_minute;
+}
+
 // The seasonal rule. Records `load` (busy replica-equivalents now) for the minute of `now`, then
 // for each period asks: in every one of the last `seasonal_repeats` periods, what was the most
 // load within a lead (a cold start, rounded up to minutes, plus one) after this moment's phase?
@@ -233,20 +240,11 @@ void MergeLoadHistory(const AutoscalePolicy& policy, const AutoscaleState& past_
   if (size == 0 || past_state.load_by_minute.empty()) return;
   // Either history may have been kept under knobs of another span: both are taken into this
   // policy's ring.
-  AutoscaleState reslotted;
-  const AutoscaleState* past_ptr = &past_state;
-  if (static_cast<int64_t>(past_state.load_by_minute.size()) != size) {
-    reslotted.load_by_minute = past_state.load_by_minute;
-    reslotted.first_minute = past_state.first_minute;
-    reslotted.last_minute = past_state.last_minute;
-    Reslot(reslotted, size);
-    past_ptr = &reslotted;
-  }
-  const AutoscaleState& past = *past_ptr;
+  AutoscaleState past;
+  TakeLoadHistory(past_state, past);
+  Reslot(past, size);
   if (live.load_by_minute.empty()) {  // no decision yet: the past is all there is
-    live.load_by_minute = past.load_by_minute;
-    live.first_minute = past.first_minute;
-    live.last_minute = past.last_minute;
+    TakeLoadHistory(past, live);
     return;
   }
   Reslot(live, size);

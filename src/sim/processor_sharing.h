@@ -12,11 +12,11 @@ namespace tessera::sim {
 
 // Each request is kept as the service `served_` will have reached when it is done, in a min-heap:
 // a step costs O(1) and a completion O(log n), where taking each request's share from its own
-// remaining work cost O(n) a step. A request is done once what is left of it is at most kDoneS:
-// far above what either reckoning's rounding adds up to (below 1e-12 s here, as `served_` is
-// counted from zero again every second; up to about 1e-10 s for the other), so that a request
-// whose work ends on a step's end is done at that step by both, and
-// ProcessorSharing.CompletesWhatSubtractingEachShareCompletes holds the two to the same steps.
+// remaining work cost O(n) a step. A request is done once what is left of it is at most kDoneS,
+// a margin wide beside what either reckoning's rounding adds up to (`served_` is counted from
+// zero again every second, so its sums stay short): a request whose work ends on a step's end is
+// then done at that step by both. At 1e-12 s they parted on such a request; the ProcessorSharing
+// tests hold the two to the same steps for a simulated day and a week.
 class ProcessorSharingBatch {
  public:
   // At most this much work left: done (1 ns; a step is 50 ms).
