@@ -233,6 +233,17 @@ int Main(int argc, char** argv) {
       "prometheus.backfill) keeps what the policy learned from the past (recurring "
       "load, batch per replica, scale-down window, idle clock, demand trend), as the "
       "scaler rebuilds it from Prometheus on start; off loses it");
+  sim_as->add_option("--outage", simf.outages,
+                     "Prometheus unreachable during these spans, START+LENGTH from the replay's "
+                     "start, comma-separated (30m+10m,2h+5m): tessera holds on missing data and "
+                     "answers UNAVAILABLE, keda-queue's trigger fails, KEDA's fallback applies "
+                     "(--keda-fallback); hpa-cpu reads the metrics server and is unaffected");
+  sim_as->add_option("--keda-fallback", simf.keda_fallback,
+                     "The ScaledObjects' fallback in an --outage: none (HPA keeps the count), or "
+                     "replicas=N,behavior=B,failureThreshold=N with B static, currentReplicas, "
+                     "currentReplicasIfHigher or currentReplicasIfLower (default as "
+                     "deploy/scaler/scaledobject.yaml: "
+                     "replicas=2,behavior=currentReplicasIfHigher,failureThreshold=3)");
   sim_as->add_option("--seasonal-periods", simf.seasonal_periods,
                      "tessera's seasonalPeriods: comma-separated periods of recurring load to "
                      "start replicas ahead of (default 1h,24h), or none");

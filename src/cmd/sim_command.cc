@@ -343,6 +343,21 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
                                ": expected at least 1m (how often the scaler restarts)"));
     }
   }
+  std::vector<sim::Outage> outages;
+  if (!f.outages.empty()) {
+    absl::StatusOr<std::vector<sim::Outage>> parsed = sim::ParseOutages(f.outages);
+    if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
+    outages = *std::move(parsed);
+  }
+  sim::KedaFallback fallback;
+  if (!f.keda_fallback.empty()) {
+    if (outages.empty()) {
+      return Fail("--keda-fallback: needs --outage (the fallback applies only while reads fail)");
+    }
+    absl::StatusOr<sim::KedaFallback> parsed = sim::KedaFallback::Parse(f.keda_fallback);
+    if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
+    fallback = *parsed;
+  }
   if (!f.scaler_backfill.empty() && f.scaler_backfill != "on" && f.scaler_backfill != "off") {
     return Fail(absl::StrCat("--scaler-backfill ", f.scaler_backfill, ": expected on or off"));
   }
@@ -540,6 +555,8 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   opt.scaler_restart_every_s = absl::ToDoubleSeconds(restarts);
   opt.scaler_backfill = backfill;
   opt.end_s = trace_end;
+  opt.outages = outages;
+  opt.fallback = fallback;
   if (requests.empty()) {
     // An idle service is a result (what its floor of replicas costs: bench/servegen-frontiers
     // counts such clients), but its SLO attainment is that of no requests: say so.
@@ -702,6 +719,18 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
         "clock, trend) %s\n",
         absl::FormatDuration(restarts).c_str(),
         opt.scaler_backfill ? "rebuilt from Prometheus" : "lost");
+  }
+  if (!outages.empty()) {
+    std::vector<std::string> spans;
+    spans.reserve(outages.size());
+    for (const sim::Outage& o : outages) {
+      spans.push_back(absl::StrCat(absl::FormatDuration(absl::Seconds(o.start_s)), " for ",
+                                   absl::FormatDuration(absl::Seconds(o.length_s))));
+    }
+    std::printf(
+        "Prometheus unreachable from %s (tessera and keda-queue read it through KEDA; KEDA's "
+        "fallback: %s)\n",
+        absl::StrJoin(spans, ", ").c_str(), fallback.ToString().c_str());
   }
   int params_width = 32;
   for (const sim::SimResult& r : results) {
@@ -895,6 +924,13 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     j["runs"] = nlohmann::json::array();
     for (const sim::SimResult& r : results) j["runs"].push_back(RunJson(r));
     if (recommend > 0) j["recommendation"] = recommendation;
+    if (!outages.empty()) {
+      j["outages"] = nlohmann::json::array();
+      for (const sim::Outage& o : outages) {
+        j["outages"].push_back({{"start_s", o.start_s}, {"length_s", o.length_s}});
+      }
+      j["keda_fallback"] = fallback.ToString();
+    }
     if (absl::Status s = adapters::WriteFileAtomically(f.json_file, j.dump(1) + "\n"); !s.ok()) {
       return Fail(std::string(s.message()));
     }

@@ -28,6 +28,10 @@ struct SimAutoscaleFlags {
   // on, or with --config its prometheus.backfill).
   std::string scaler_restarts;
   std::string scaler_backfill;
+  // Prometheus outages ("30m+10m,2h+5m": START+LENGTH; "" = none), and the ScaledObjects'
+  // fallback in them ("" = deploy/scaler/scaledobject.yaml's).
+  std::string outages;
+  std::string keda_fallback;
   // tessera's knobs from one service of a `tessera scaler` config (kind ScalerConfig) instead of
   // the defaults and the flags above; `service` may be left out when the config has one.
   std::string config_file;

@@ -4,7 +4,12 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <optional>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "base/clock.h"
 #include "base/memory.h"
 #include "base/parallel.h"
@@ -142,7 +147,110 @@ double MeasuredWork(const std::vector<SimRequest>& requests, double warmup_s) {
   return work;
 }
 
+// Whether `t` falls in one of `outages` (sorted by start; a handful, so a scan).
+bool InOutage(const std::vector<Outage>& outages, double t) {
+  for (const Outage& o : outages) {
+    if (t < o.start_s) return false;
+    if (t < o.start_s + o.length_s) return true;
+  }
+  return false;
+}
+
+constexpr std::pair<KedaFallback::Behavior, const char*> kBehaviors[] = {
+    {KedaFallback::Behavior::kStatic, "static"},
+    {KedaFallback::Behavior::kCurrentReplicas, "currentReplicas"},
+    {KedaFallback::Behavior::kCurrentReplicasIfHigher, "currentReplicasIfHigher"},
+    {KedaFallback::Behavior::kCurrentReplicasIfLower, "currentReplicasIfLower"}};
+
 }  // namespace
+
+int KedaFallback::Replicas(int current) const {
+  switch (behavior) {
+    case Behavior::kStatic:
+      return replicas;
+    case Behavior::kCurrentReplicas:
+      return current;
+    case Behavior::kCurrentReplicasIfHigher:
+      return std::max(current, replicas);
+    case Behavior::kCurrentReplicasIfLower:
+      return std::min(current, replicas);
+  }
+  return replicas;
+}
+
+absl::StatusOr<KedaFallback> KedaFallback::Parse(const std::string& text) {
+  KedaFallback f;
+  if (text == "none") {
+    f.enabled = false;
+    return f;
+  }
+  auto bad = [&](absl::string_view part, absl::string_view expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--keda-fallback ", text, ": ", part, ": expected ", expected));
+  };
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(part, '=');
+    const auto& [key, value] = kv;
+    if (key == "replicas" || key == "failureThreshold") {
+      int n = 0;
+      if (!absl::SimpleAtoi(value, &n) || n < (key == "replicas" ? 0 : 1)) {
+        return bad(part, key == "replicas" ? "a count of 0 or more" : "a count of 1 or more");
+      }
+      (key == "replicas" ? f.replicas : f.failure_threshold) = n;
+    } else if (key == "behavior") {
+      bool known = false;
+      for (const auto& [b, name] : kBehaviors) {
+        if (value == name) {
+          f.behavior = b;
+          known = true;
+        }
+      }
+      if (!known) {
+        return bad(part,
+                   "static, currentReplicas, currentReplicasIfHigher or currentReplicasIfLower");
+      }
+    } else {
+      return bad(part,
+                 "none, or replicas=N, behavior=B and failureThreshold=N separated by commas "
+                 "(the ScaledObject's fallback fields)");
+    }
+  }
+  return f;
+}
+
+std::string KedaFallback::ToString() const {
+  if (!enabled) return "none";
+  const char* name = "static";
+  for (const auto& [b, n] : kBehaviors) {
+    if (b == behavior) name = n;
+  }
+  return absl::StrCat("replicas=", replicas, ",behavior=", name,
+                      ",failureThreshold=", failure_threshold);
+}
+
+absl::StatusOr<std::vector<Outage>> ParseOutages(const std::string& text) {
+  std::vector<Outage> out;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    const std::pair<absl::string_view, absl::string_view> se = absl::StrSplit(part, '+');
+    absl::Duration start, length;
+    if (!absl::ParseDuration(se.first, &start) || !absl::ParseDuration(se.second, &length) ||
+        start < absl::ZeroDuration() || length <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--outage ", text, ": ", part,
+          ": expected START+LENGTH from the replay's start, such as 30m+10m (LENGTH above 0)"));
+    }
+    out.push_back({absl::ToDoubleSeconds(start), absl::ToDoubleSeconds(length)});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Outage& a, const Outage& b) { return a.start_s < b.start_s; });
+  for (size_t i = 1; i < out.size(); ++i) {
+    if (out[i].start_s < out[i - 1].start_s + out[i - 1].length_s) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--outage ", text, ": two outages overlap (merge them into one)"));
+    }
+  }
+  return out;
+}
 
 std::map<std::string, double> PolicySpec::Params() const {
   if (kind == "tessera") {
@@ -413,6 +521,26 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   int peak = 1;
   RingQueue<std::pair<double, int>> completions;  // (time, completed in the step)
   int completions_sum = 0;
+  // Prometheus outages: the policies that read it through KEDA lose their reads; KEDA counts
+  // the failed ones in a row at each HPA read, and past the threshold hands HPA its fallback.
+  const bool via_prometheus = spec.kind == "tessera" || spec.kind == "keda-queue";
+  auto prometheus_down = [&](double at) {
+    return via_prometheus && !opt.outages.empty() && InOutage(opt.outages, at);
+  };
+  int failed_reads = 0;
+  bool tessera_fresh = true;  // whether tessera's latest decision had its data (GetMetrics OK)
+  // HPA's replicas once a read of the metric failed: nullopt while it keeps the count (no
+  // fallback, or not yet past the threshold), else the fallback's, within HPA's bounds.
+  auto fallback_replicas = [&](int current) -> std::optional<int> {
+    ++failed_reads;
+    if (!opt.fallback.enabled || failed_reads <= opt.fallback.failure_threshold) {
+      return std::nullopt;
+    }
+    const int lowest =
+        std::max(1, spec.kind == "tessera" ? spec.tessera.min_replicas : spec.min_replicas);
+    const int highest = spec.kind == "tessera" ? spec.tessera.max_replicas : opt.max_replicas;
+    return std::clamp(opt.fallback.Replicas(current), lowest, std::max(lowest, highest));
+  };
 
   auto alive = [&] { return static_cast<int>(reps.size()) - n_draining; };
   auto set_replicas = [&](int want, double now) {
@@ -484,7 +612,8 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
       completions.pop_front();
     }
     s.throughput = autoscale::Sample::At(completions_sum / kUtilWindowS, now);
-    return s;
+    // Prometheus down: every query fails, so every signal is missing.
+    return prometheus_down(t) ? autoscale::Signals{} : s;
   };
   // A scaler restarted: a fresh state, with or without the history its backfill rebuilds. Its
   // first decision takes the replicas there as the real one does (holding them for a window, its
@@ -502,6 +631,7 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   };
   auto tessera_decide = [&](double t, int waiting, int running, int ready, int starting) {
     restart_if_due(t);
+    tessera_fresh = !prometheus_down(t);
     return autoscale::DecideReplicas(spec.tessera,
                                      tessera_signals(t, waiting, running, ready, starting), tstate,
                                      absl::FromUnixSeconds(0) + absl::Seconds(t))
@@ -617,13 +747,28 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
           restarted = false;
           tessera_decision = tessera_decide(t, waiting, running, ready, starting_n);
         }
-        if (current >= 1 && tessera_decision >= 1) {
+        if (tessera_fresh) failed_reads = 0;
+        if (current >= 1 && !tessera_fresh) {
+          // GetMetrics answers UNAVAILABLE: KEDA's fallback, or HPA keeps the count.
+          if (std::optional<int> n = fallback_replicas(current)) {
+            set_replicas(hpa.Apply(current, *n, static_cast<double>(*n) / current, t), t);
+          }
+        } else if (current >= 1 && tessera_decision >= 1) {
           // HPA with target AverageValue 1: desired = the metric (Tessera's count).
           set_replicas(hpa.Apply(current, tessera_decision,
                                  static_cast<double>(tessera_decision) / current, t),
                        t);
         }
+      } else if (current >= 1 && prometheus_down(t)) {
+        // keda-queue's Prometheus trigger fails: KEDA's fallback, or HPA keeps the count (its
+        // stabilisation window still holds the recommendations before the outage).
+        if (std::optional<int> n = fallback_replicas(current)) {
+          set_replicas(std::max(floor_replicas,
+                                hpa.Apply(current, *n, static_cast<double>(*n) / current, t)),
+                       t);
+        }
       } else if (current >= 1) {
+        failed_reads = 0;
         int desired = 0;
         double ratio = 1;
         if (spec.kind == "keda-queue") {
@@ -641,24 +786,32 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
     }
     if (t >= next_poll && spec.kind != "hpa-cpu" && spec.kind != "fixed" && !clairvoyant) {
       next_poll += poll_period;
+      // keda-queue's trigger fails its activity check: KEDA neither wakes the service nor counts
+      // down to zero (at zero, no fallback either: kedacore/keda#7239).
+      const bool check_failed = spec.kind == "keda-queue" && prometheus_down(t);
       // KEDA: IsActive each polling interval; 0 -> 1 on activity, -> 0 after the cooldown.
       bool active = spec.kind == "tessera" ? tessera_decision > 0 : waiting > 0;
       if (spec.kind == "tessera" && current == 0 && decide_period <= 0) {
         // IsActive asks Tessera afresh (the scaler decides on every poll).
         absl::Time now = absl::FromUnixSeconds(0) + absl::Seconds(t);
         autoscale::Signals s;
-        s.waiting = autoscale::Sample::At(waiting, now);
-        s.running = autoscale::Sample::At(running, now);
-        s.ready = autoscale::Sample::At(0, now);
-        s.starting = autoscale::Sample::At(0, now);
+        if (!prometheus_down(t)) {
+          s.waiting = autoscale::Sample::At(waiting, now);
+          s.running = autoscale::Sample::At(running, now);
+          s.ready = autoscale::Sample::At(0, now);
+          s.starting = autoscale::Sample::At(0, now);
+        }
         restart_if_due(t);
+        tessera_fresh = !prometheus_down(t);
         tstate.current = 0;
         tessera_decision = autoscale::DecideReplicas(spec.tessera, s, tstate, now).replicas;
         active = tessera_decision > 0;
       }
       int min_keda = spec.kind == "tessera" ? spec.tessera.min_replicas : spec.min_replicas;
       double cooldown = spec.kind == "tessera" ? kTesseraCooldownS : kKedaCooldownS;
-      if (active) {
+      if (check_failed) {
+        // Nothing changes until the check answers again.
+      } else if (active) {
         last_active = t;
         if (current == 0)
           set_replicas(std::max(1, spec.kind == "tessera" ? tessera_decision : 1), t);

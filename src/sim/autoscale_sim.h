@@ -83,6 +83,38 @@ std::vector<SimRequest> SynthesizeRequests(const std::vector<RateWindow>& window
                                            const ServingModel& m, double rate_scale,
                                            int64_t context, int64_t generated, uint64_t seed);
 
+// KEDA's `fallback` of a ScaledObject (ScaledObjects only, AverageValue metrics): once reading
+// the trigger's metric has failed `failure_threshold` times in a row, HPA is handed a metric that
+// sizes the target to `Replicas(current)`. Without a fallback a failed read changes nothing (HPA
+// keeps the count). Defaults: deploy/scaler/scaledobject.yaml.
+struct KedaFallback {
+  enum class Behavior {
+    kStatic,                   // fallback.replicas (KEDA's default)
+    kCurrentReplicas,          // the count there
+    kCurrentReplicasIfHigher,  // the count there when above fallback.replicas, else those
+    kCurrentReplicasIfLower,   // the count there when below fallback.replicas, else those
+  };
+  bool enabled = true;
+  int failure_threshold = 3;
+  int replicas = 2;
+  Behavior behavior = Behavior::kCurrentReplicasIfHigher;
+  int Replicas(int current) const;
+  // "none", or "replicas=2,behavior=static,failureThreshold=3" (any of the three; the others
+  // their defaults), behavior as the ScaledObject spells it.
+  static absl::StatusOr<KedaFallback> Parse(const std::string& text);
+  std::string ToString() const;
+};
+
+// A span during which Prometheus does not answer (down, unreachable, or the scaler itself down):
+// every read of the policies that go through it (tessera's queries, keda-queue's Prometheus
+// trigger) fails.
+struct Outage {
+  double start_s = 0;
+  double length_s = 0;
+};
+// "30m+10m,2h+5m": each START+LENGTH from the replay's start, in Go duration syntax.
+absl::StatusOr<std::vector<Outage>> ParseOutages(const std::string& text);
+
 struct SimOptions {
   double cold_start_s = 60;
   double slo_wait_s = 2;
@@ -115,6 +147,14 @@ struct SimOptions {
   // served if that is later, so that the replicas each policy keeps through an idle tail are
   // paid for as those through an idle start are. 0: the last request served ends the run.
   double end_s = 0;
+  // Prometheus unreachable during these spans (sorted by start). tessera's decisions then hold
+  // on missing data and its GetMetrics answers UNAVAILABLE, keda-queue's trigger fails; KEDA
+  // counts a failure each time HPA reads the metric (every sync) and applies `fallback` from the
+  // `failure_threshold`th. At zero neither wakes on a fallback (kedacore/keda#7239); tessera's
+  // IsActive stays true on missing data, so a service at zero wakes to one. hpa-cpu (the metrics
+  // server), fixed and clairvoyant are unaffected.
+  std::vector<Outage> outages;
+  KedaFallback fallback;
 };
 
 // The `clairvoyant` reference: not a policy anyone can deploy (it reads the trace's future

@@ -160,6 +160,163 @@ TEST(AutoscaleSim, HpaCpuNeverScalesToZeroAndKedaQueueDoes) {
   EXPECT_GE(k.cold_starts, 1);
 }
 
+// A Prometheus outage through KEDA: tessera's decisions hold on missing data and GetMetrics
+// answers UNAVAILABLE, so what the service gets is KEDA's fallback. A steady load that keeps 6
+// replicas busy, 20 minutes of outage in the middle of the hour.
+TEST(AutoscaleSim, AnOutageKeepsTheCountUnderCurrentReplicasIfHigherAndAStaticFallbackDropsIt) {
+  ServingModel m;
+  const std::vector<SimRequest> load = Steady(3600, 0.25, 1.5);
+  SimOptions calm;
+  calm.warmup_s = 600;  // measured from the steady state
+  SimOptions down = calm;
+  down.outages = {{1200, 1200}};
+  auto with = [&](const std::string& fallback, const PolicySpec& p) {
+    SimOptions o = down;
+    o.fallback = *KedaFallback::Parse(fallback);
+    return Simulate(load, m, o, p);
+  };
+  PolicySpec t;
+  t.kind = "tessera";
+  const SimResult before = Simulate(load, m, calm, t);
+  ASSERT_GT(before.slo_attainment, 0.99);
+  const SimResult none = with("none", t);
+  const SimResult higher = with("replicas=2,behavior=currentReplicasIfHigher", t);
+  const SimResult current = with("behavior=currentReplicas", t);
+  const SimResult fixed = with("replicas=2,behavior=static", t);
+  const SimResult lower = with("replicas=2,behavior=currentReplicasIfLower", t);
+  // Held: the count the steady load had; nothing to scale for while the data is gone.
+  EXPECT_GT(none.slo_attainment, 0.99);
+  EXPECT_NEAR(none.gpu_hours, before.gpu_hours, 0.1 * before.gpu_hours);
+  // Above the fallback's 2, the current count is what KEDA hands HPA: the same run as none.
+  EXPECT_EQ(higher.gpu_hours, none.gpu_hours);
+  EXPECT_EQ(higher.slo_attainment, none.slo_attainment);
+  EXPECT_EQ(current.gpu_hours, none.gpu_hours);
+  // Static 2 (KEDA's default behavior), or the lower of the two: 6 replicas' load on 2 for the
+  // outage, and a backlog after it.
+  EXPECT_LT(fixed.slo_attainment, 0.7) << fixed.slo_attainment;
+  EXPECT_GT(fixed.cold_starts, none.cold_starts);
+  EXPECT_EQ(lower.gpu_hours, fixed.gpu_hours);
+  EXPECT_EQ(lower.slo_attainment, fixed.slo_attainment);
+  // keda-queue is KEDA on Prometheus too: its static fallback drops it (after HPA's 5-minute
+  // window); hpa-cpu reads the metrics server and does not see the outage.
+  PolicySpec k;
+  k.kind = "keda-queue";
+  k.keda_target_queue = 1;
+  k.min_replicas = 1;
+  EXPECT_LT(with("replicas=2,behavior=static", k).slo_attainment,
+            with("none", k).slo_attainment - 0.1);
+  PolicySpec h;
+  h.kind = "hpa-cpu";
+  h.hpa_cpu_target = 0.01;
+  const SimResult h_calm = Simulate(load, m, calm, h);
+  const SimResult h_down = with("replicas=2,behavior=static", h);
+  EXPECT_EQ(h_down.gpu_hours, h_calm.gpu_hours);
+  EXPECT_EQ(h_down.slo_attainment, h_calm.slo_attainment);
+}
+
+// KEDA applies the fallback once more reads have failed in a row than failureThreshold: with
+// HPA reading every 15 s and a threshold of 3, a static fallback in an outage over three reads
+// does what no fallback does (HPA keeps the count), and in one over four it drops the count.
+TEST(AutoscaleSim, TheFallbackWaitsForMoreFailedReadsThanItsThreshold) {
+  ServingModel m;
+  const std::vector<SimRequest> load = Steady(1800, 0.25, 1.5);
+  PolicySpec t;
+  t.kind = "tessera";
+  auto run = [&](double length, const std::string& fallback) {
+    SimOptions o;
+    o.outages = {{901, length}};
+    o.fallback = *KedaFallback::Parse(fallback);
+    return Simulate(load, m, o, t);
+  };
+  const std::string fixed = "replicas=2,behavior=static,failureThreshold=3";
+  // The reads at 915, 930 and 945 s fail.
+  const SimResult three = run(44, fixed);
+  EXPECT_EQ(three.gpu_hours, run(44, "none").gpu_hours);
+  EXPECT_EQ(three.cold_starts, run(44, "none").cold_starts);
+  // And the one at 960 s.
+  const SimResult four = run(60, fixed);
+  const SimResult held = run(60, "none");
+  EXPECT_LT(four.slo_attainment, held.slo_attainment);
+  EXPECT_GT(four.cold_starts, held.cold_starts);
+  EXPECT_EQ(run(60, "replicas=2,behavior=static,failureThreshold=4").gpu_hours, held.gpu_hours);
+}
+
+// At zero, tessera's IsActive stays true on missing data (never to zero on data it does not
+// have), so KEDA wakes the service, and currentReplicasIfHigher lifts it to the fallback's 2;
+// keda-queue's failing trigger wakes nothing (kedacore/keda#7239), not even for a request that
+// arrives in the outage.
+TEST(AutoscaleSim, AnOutageWakesTesseraFromZeroAndLeavesKedaQueueThere) {
+  ServingModel m;
+  std::vector<SimRequest> reqs = Steady(10, 1, 0.2);
+  reqs.push_back({2000, 0.2, 0.001});
+  SimOptions calm;
+  calm.end_s = 4000;
+  SimOptions down = calm;
+  down.outages = {{1800, 600}};
+  PolicySpec t;
+  t.kind = "tessera";
+  t.tessera.idle_timeout = absl::Minutes(2);
+  const SimResult t_calm = Simulate(reqs, m, calm, t);
+  const SimResult t_down = Simulate(reqs, m, down, t);
+  // Woken within a KEDA poll (1,810 s), 2 replicas from the fourth failed read (1,860 s) at
+  // least to the outage's end (2,400 s), then down once the data is back and the idle timeout
+  // has passed.
+  EXPECT_GT(t_down.gpu_hours, 2 * 540 / 3600.0);
+  EXPECT_LT(t_down.gpu_hours, t_calm.gpu_hours + 2 * 960 / 3600.0);
+  EXPECT_EQ(t_down.peak_replicas, 2);
+  down.fallback = *KedaFallback::Parse("replicas=1");
+  EXPECT_EQ(Simulate(reqs, m, down, t).peak_replicas, 1);
+  PolicySpec k;
+  k.kind = "keda-queue";
+  const SimResult k_calm = Simulate(reqs, m, calm, k);
+  const SimResult k_down = Simulate(reqs, m, down, k);
+  EXPECT_EQ(k_down.cold_starts, k_calm.cold_starts);
+  // The request at 2,000 s (the longest wait): keda-queue wakes for it within a poll and a
+  // cold start, or in the outage only once it ends (2,400 s); tessera likewise without the
+  // outage, and in it, woken already, serves it at once.
+  EXPECT_LT(k_calm.p99_wait_s, 100);
+  EXPECT_GT(k_down.p99_wait_s, 400);
+  EXPECT_GT(t_calm.p99_wait_s, 60);
+  EXPECT_LT(t_down.p99_wait_s, 1);
+}
+
+TEST(AutoscaleSim, OutagesAndFallbacksAreReadAsWrittenAndRefusedWithTheReason) {
+  absl::StatusOr<std::vector<Outage>> o = ParseOutages("2h+5m,30m+10m");
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->size(), 2u);
+  EXPECT_EQ((*o)[0].start_s, 1800);  // sorted by start
+  EXPECT_EQ((*o)[0].length_s, 600);
+  EXPECT_EQ((*o)[1].start_s, 7200);
+  EXPECT_THAT(ParseOutages("30m").status().message(),
+              HasSubstr("--outage 30m: 30m: expected START+LENGTH from the replay's start"));
+  EXPECT_THAT(ParseOutages("30m+0s").status().message(), HasSubstr("LENGTH above 0"));
+  EXPECT_THAT(ParseOutages("-1m+5m").status().message(), HasSubstr("expected START+LENGTH"));
+  EXPECT_THAT(ParseOutages("10m+10m,15m+1m").status().message(), HasSubstr("two outages overlap"));
+  EXPECT_TRUE(ParseOutages("10m+10m,20m+1m").ok());  // back to back
+
+  absl::StatusOr<KedaFallback> f = KedaFallback::Parse("behavior=static");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->ToString(), "replicas=2,behavior=static,failureThreshold=3");
+  EXPECT_EQ(f->Replicas(7), 2);
+  f = KedaFallback::Parse("failureThreshold=1,replicas=4,behavior=currentReplicasIfLower");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->ToString(), "replicas=4,behavior=currentReplicasIfLower,failureThreshold=1");
+  EXPECT_EQ(f->Replicas(7), 4);
+  EXPECT_EQ(f->Replicas(3), 3);
+  EXPECT_EQ(KedaFallback().Replicas(7), 7);  // currentReplicasIfHigher, 2
+  EXPECT_EQ(KedaFallback().Replicas(1), 2);
+  EXPECT_EQ(KedaFallback::Parse("none")->ToString(), "none");
+  EXPECT_THAT(KedaFallback::Parse("behavior=higher").status().message(),
+              HasSubstr("behavior=higher: expected static, currentReplicas, "
+                        "currentReplicasIfHigher or currentReplicasIfLower"));
+  EXPECT_THAT(KedaFallback::Parse("replicas=-1").status().message(),
+              HasSubstr("replicas=-1: expected a count of 0 or more"));
+  EXPECT_THAT(KedaFallback::Parse("failureThreshold=0").status().message(),
+              HasSubstr("expected a count of 1 or more"));
+  EXPECT_THAT(KedaFallback::Parse("replica=2").status().message(),
+              HasSubstr("replica=2: expected none, or replicas=N"));
+}
+
 // A trace that ends after its last request (a ServeGen client idle for its last days) is
 // measured to its end: what each policy keeps through the idle tail is paid for, as through an
 // idle start. Ten minutes of load that keeps two replicas busy, then an idle tail to 24 hours.

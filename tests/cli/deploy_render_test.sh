@@ -53,6 +53,9 @@ check "scaler: metric type AverageValue" grep -q 'metricType: AverageValue' "$S"
 check "scaler: the service key" grep -q 'service: chat-small' "$S"
 check "scaler: HPA windows off" grep -q 'stabilizationWindowSeconds: 0' "$S"
 check "scaler: fallback replicas" grep -q 'failureThreshold: 3' "$S"
+# KEDA's default (static) fallback would take a loaded service down to 2 in a Prometheus outage.
+check "scaler: the fallback never below the replicas there" \
+  grep -q 'behavior: currentReplicasIfHigher' <(sed -n '/^  fallback:/,/^  [a-z]/p' "$S")
 check "scaler: runs tessera scaler" grep -q -- '- scaler' "$S"
 check "scaler: serves its metrics" grep -q -- '--metrics-listen=0.0.0.0:9096' "$S"
 check "scaler: and says where" grep -q 'prometheus.io/port: "9096"' "$S"
