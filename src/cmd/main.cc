@@ -180,6 +180,11 @@ int Main(int argc, char** argv) {
       "--check", scal.check,
       "Query Prometheus once for every service, print each answer and the "
       "decision, and exit (0: all data fresh; 2: some missing) instead of serving");
+  scaler_cmd->add_option(
+      "--check-scaledobjects", scal.check_scaledobjects,
+      "Check the KEDA ScaledObjects in these files (YAML or JSON, a List too; - for standard "
+      "input) against the config's services, offline, print what each pairing breaks (errors) "
+      "or changes (warnings), and exit (0: nothing broken; 2: some error)");
   scaler_cmd->add_option("--config-recheck", scal.config_recheck,
                          "How often the config file is read again while serving: its services' "
                          "changes are taken without a restart (default 10s; 0s: never)");

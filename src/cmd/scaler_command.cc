@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "adapters/io/files.h"
+#include "adapters/keda/scaledobject_check.h"
 #include "adapters/keda/scaler.h"
 #include "cmd/metrics_endpoint.h"
 #include "cmd/signals.h"
@@ -202,6 +204,53 @@ int Check(const std::string& file, const adapters::ScalerConfig& config,
   return all_fresh ? 0 : 2;
 }
 
+// --check-scaledobjects: every ScaledObject in `files` against the config's services, offline.
+int CheckPairing(const std::string& config_file, const adapters::ScalerConfig& config,
+                 const std::vector<std::string>& files) {
+  int objects = 0, paired = 0, errors = 0, warnings = 0;
+  for (const std::string& file : files) {
+    const bool in = file == "-";
+    absl::StatusOr<std::string> text =
+        in ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : adapters::ReadFile(file);
+    if (!text.ok()) return Fail(std::string(text.status().message()));
+    absl::StatusOr<adapters::PairingReport> r =
+        adapters::CheckScaledObjects(config, in ? "stdin" : file, *text);
+    if (!r.ok()) return Fail(std::string(r.status().message()));
+    for (size_t i = 0; i < r->objects.size(); ++i) {
+      const adapters::PairedObject& o = r->objects[i];
+      ++objects;
+      if (o.service.empty()) {
+        std::printf(
+            "%s: not paired with Tessera (no trigger of type external or external-push "
+            "with metadata.service)\n",
+            o.object.c_str());
+        continue;
+      }
+      ++paired;
+      int e = 0, w = 0;
+      for (const adapters::PairingFinding& f : r->findings) {
+        if (f.object == i) ++(f.error ? e : w);
+      }
+      errors += e;
+      warnings += w;
+      std::printf("%s -> service %s: %s\n", o.object.c_str(), o.service.c_str(),
+                  e + w == 0 ? "paired as deploy/scaler/scaledobject.yaml pairs it"
+                             : absl::StrCat(e, e == 1 ? " error, " : " errors, ", w,
+                                            w == 1 ? " warning" : " warnings")
+                                   .c_str());
+      for (const adapters::PairingFinding& f : r->findings) {
+        if (f.object != i) continue;
+        std::printf("  %-7s %s: %s\n", f.error ? "error" : "warning", f.where.c_str(),
+                    f.message.c_str());
+      }
+    }
+  }
+  std::printf("%d ScaledObject%s, %d paired with %s: %d error%s, %d warning%s\n", objects,
+              objects == 1 ? "" : "s", paired, config_file.c_str(), errors, errors == 1 ? "" : "s",
+              warnings, warnings == 1 ? "" : "s");
+  return errors > 0 ? 2 : 0;
+}
+
 }  // namespace
 
 int RunScaler(const ScalerFlags& flags) {
@@ -215,6 +264,10 @@ int RunScaler(const ScalerFlags& flags) {
   absl::StatusOr<adapters::ScalerConfig> config =
       adapters::DecodeScalerConfig(flags.config_file, *text);
   if (!config.ok()) return Fail(std::string(config.status().message()));
+  // Offline: neither the config's files nor Prometheus are needed to check a pairing.
+  if (!flags.check_scaledobjects.empty()) {
+    return CheckPairing(flags.config_file, *config, flags.check_scaledobjects);
+  }
   if (std::vector<std::string> bad = config->UnreadableFiles(); !bad.empty()) {
     return Fail(absl::StrCat(flags.config_file, ": cannot read ", absl::StrJoin(bad, "; ")));
   }

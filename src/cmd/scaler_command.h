@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace tessera::cmd {
 
@@ -13,6 +14,9 @@ struct ScalerFlags {
   // Check the config and its files, query Prometheus once for every service, print each query's
   // answer and the decision it leads to, and exit instead of serving.
   bool check = false;
+  // Check these files' KEDA ScaledObjects ("-": standard input) against the config's services,
+  // offline (no Prometheus), print what each pairing changes or breaks, and exit.
+  std::vector<std::string> check_scaledobjects;
   // How often the config file is read again while serving (its services' changes are taken
   // without a restart); "0s": never.
   std::string config_recheck = "10s";
@@ -20,7 +24,8 @@ struct ScalerFlags {
 
 // Runs until SIGTERM or SIGINT. Exit status: 0 after a signal; 1 bad config or address.
 // With check: 0 every service decided on fresh data; 2 some query failed or found no series
-// where one is needed (each named); 1 bad config.
+// where one is needed (each named); 1 bad config. With check_scaledobjects: 0 no pairing is
+// broken (warnings printed), 2 some is (each error named), 1 bad config or unreadable input.
 int RunScaler(const ScalerFlags& flags);
 
 }  // namespace tessera::cmd

@@ -367,4 +367,43 @@ kill "$FAKE"; wait "$FAKE" 2>/dev/null
 "$TESSERA" scaler --config "$WORK/check.yaml" --check >"$WORK/out" 2>&1
 check "Prometheus gone: exit 2" test $? = 2
 check "  with the reason" grep -q "= error: .*127.0.0.1:$FAKE_PORT" "$WORK/out"
+# --check-scaledobjects, offline: the shipped ScaledObject (as kustomize renders deploy/scaler,
+# read from standard input) pairs with the shipped config with nothing to say; one written with
+# KEDA's defaults gets its warnings (exit 0), one naming a service the config lacks an error
+# (exit 2); input holding no ScaledObject is refused (exit 1).
+SRC=${TESSERA_SOURCE_DIR:?}
+kubectl kustomize "$SRC/deploy/scaler" |
+  "$TESSERA" scaler --config "$SRC/deploy/scaler/scaler.yaml" --check-scaledobjects - >"$WORK/pair.out" 2>&1
+check "the shipped pairing: exit 0" test $? = 0
+check "and nothing to say of it" grep -q '^default/chat-small -> service chat-small: paired as deploy/scaler/scaledobject.yaml pairs it$' "$WORK/pair.out"
+check "the summary" grep -q "^1 ScaledObject, 1 paired with $SRC/deploy/scaler/scaler.yaml: 0 errors, 0 warnings$" "$WORK/pair.out"
+cat >"$WORK/so.yaml" <<'YAML'
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: chat, namespace: ml}
+spec:
+  scaleTargetRef: {name: chat}
+  fallback: {failureThreshold: 3, replicas: 2}
+  triggers:
+    - type: external
+      metadata: {scalerAddress: "tessera-scaler:9095", service: chat}
+---
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: typo, namespace: ml}
+spec:
+  triggers:
+    - type: external
+      metadata: {scalerAddress: "tessera-scaler:9095", service: caht}
+YAML
+config "" >"$WORK/pair.yaml"
+"$TESSERA" scaler --config "$WORK/pair.yaml" --check-scaledobjects "$WORK/so.yaml" >"$WORK/pair.out" 2>&1
+check "a pairing broken: exit 2" test $? = 2
+check "KEDA's static fallback is named where it is" grep -q "^  warning $WORK/so.yaml:6:13: documents\[0\].spec.fallback: behavior static (KEDA's default): while Tessera answers UNAVAILABLE" "$WORK/pair.out"
+check "an unknown service is an error at its field" grep -q "^  error   $WORK/so.yaml:17:65: documents\[1\].spec.triggers\[0\].metadata.service: service \"caht\" is not in the scaler's config (its services: chat)" "$WORK/pair.out"
+check "each object with its count" grep -q '^ml/typo -> service caht: 1 error, ' "$WORK/pair.out"
+printf 'apiVersion: apps/v1\nkind: Deployment\n' >"$WORK/none.yaml"
+"$TESSERA" scaler --config "$WORK/pair.yaml" --check-scaledobjects "$WORK/none.yaml" >/dev/null 2>"$WORK/err"
+check "no ScaledObject: exit 1" test $? = 1
+check "saying so" grep -q "none.yaml: no ScaledObject (apiVersion keda.sh/v1alpha1, kind ScaledObject)" "$WORK/err"
 finish scaler_test

@@ -5,7 +5,8 @@
 // any input, never crash or hang; what they accept keeps its documented promises (a value is a
 // finite number; every decoded service's policy validates). Then the policy itself, on signals
 // decoded from the same bytes, keeps its own: the decision stays within [minReplicas, maxReplicas],
-// and on missing or stale data it neither lowers the count nor goes to zero.
+// and on missing or stale data it neither lowers the count nor goes to zero. KEDA ScaledObjects
+// checked against a config (CheckScaledObjects) give a report or a Status.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "adapters/k8s/yaml_reader.h"
+#include "adapters/keda/scaledobject_check.h"
 #include "adapters/keda/scaler_config.h"
 #include "adapters/net/cloud_tokens.h"
 #include "adapters/prometheus/prom_client.h"
@@ -176,6 +178,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     (void)tessera::adapters::SetListItemScalars("fuzz.yaml", text, "services", item,
                                                 {{"minReplicas", "1"}});
+  }
+  // `scaler --check-scaledobjects`: any text against the config it decoded (or a fixed one) gives
+  // a report or a Status; each finding names one of the report's objects and where it is.
+  static const ScalerConfig kPairing = [] {
+    absl::StatusOr<ScalerConfig> fixed = DecodeScalerConfig(
+        "pair.yaml",
+        "apiVersion: tessera.io/v1alpha1\nkind: ScalerConfig\nprometheus: {url: "
+        "\"http://127.0.0.1:9090\"}\nservices:\n  - {name: chat, server: vllm}\n");
+    if (!fixed.ok()) __builtin_trap();
+    return *fixed;
+  }();
+  absl::StatusOr<PairingReport> pairing =
+      CheckScaledObjects(c.ok() ? *c : kPairing, "fuzz.yaml", text);
+  if (pairing.ok()) {
+    if (pairing->objects.empty()) __builtin_trap();
+    for (const PairingFinding& f : pairing->findings) {
+      if (f.object >= pairing->objects.size() || f.where.empty()) __builtin_trap();
+    }
   }
   DrivePolicy(data, size);
   return 0;

@@ -602,7 +602,10 @@ absl::Status Field::Error(absl::string_view message) const {
 Field Field::Get(absl::string_view key) const {
   std::string path = path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
   if (!node_.IsMap()) {
-    return Field(file_, YAML::Node(YAML::NodeType::Undefined), path);
+    Field missing(file_, YAML::Node(YAML::NodeType::Undefined), path);
+    // Under a missing map: the nearest enclosing map that is there.
+    if (!node_.IsDefined()) missing.parent_mark_node_ = parent_mark_node_;
+    return missing;
   }
   try {
     // Look the key up without inserting it (operator[] on a const node).

@@ -54,7 +54,8 @@ class Field {
   // An error at this field: "file:line:col: path: message".
   absl::Status Error(absl::string_view message) const;
 
-  // Child of a map; absent children are not present() (no error until read).
+  // Child of a map; absent children are not present() (no error until read). An error at an
+  // absent field points at the nearest enclosing map that is there.
   Field Get(absl::string_view key) const;
   // Elements of a sequence (error if present and not a sequence).
   absl::StatusOr<std::vector<Field>> Items() const;
@@ -72,7 +73,7 @@ class Field {
   std::string file_;
   YAML::Node node_;
   std::string path_;
-  // For a missing child: its parent, so the error points at the enclosing map.
+  // For a missing child: the nearest enclosing map there, so its error points at it.
   YAML::Node parent_mark_node_;
 };
 
