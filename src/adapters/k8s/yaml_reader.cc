@@ -585,7 +585,7 @@ int Field::line() const {
   }
 }
 
-absl::Status Field::Error(absl::string_view message) const {
+std::string Field::Location() const {
   YAML::Mark mark = YAML::Mark::null_mark();
   try {
     if (node_.IsDefined()) {
@@ -595,8 +595,11 @@ absl::Status Field::Error(absl::string_view message) const {
     }
   } catch (const YAML::Exception&) {
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(Where(file_, mark), ": ", path_.empty() ? "document" : path_, ": ", message));
+  return absl::StrCat(Where(file_, mark), ": ", path_.empty() ? "document" : path_);
+}
+
+absl::Status Field::Error(absl::string_view message) const {
+  return absl::InvalidArgumentError(absl::StrCat(Location(), ": ", message));
 }
 
 Field Field::Get(absl::string_view key) const {

@@ -51,6 +51,8 @@ class Field {
   int line() const;  // 1-based
   bool present() const { return node_.IsDefined() && !node_.IsNull(); }
 
+  // Where this field is: "file:line:col: path" (an absent one at the nearest map there).
+  std::string Location() const;
   // An error at this field: "file:line:col: path: message".
   absl::Status Error(absl::string_view message) const;
 

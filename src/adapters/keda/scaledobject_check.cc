@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "adapters/k8s/yaml_reader.h"
 
@@ -63,7 +64,7 @@ class Checker {
     const Field spec = so.Get("spec");
     absl::StatusOr<std::vector<Field>> triggers = spec.Get("triggers").Items();
     if (!triggers.ok()) {
-      Finding(true, triggers.status());
+      Refused(spec.Get("triggers"), triggers.status());
       report_->objects.push_back({object_, ""});
       return;
     }
@@ -286,10 +287,15 @@ class Checker {
   HpaRules Rules(const Field& dir, bool up) {
     HpaRules r;
     r.window_s = Int(dir.Get("stabilizationWindowSeconds"), up ? 0 : kHpaScaleDownWindowS);
-    r.select = dir.Get("selectPolicy").StringOr("Max").value_or("Max");
+    const Field select = dir.Get("selectPolicy");
+    r.select = select.StringOr("Max").value_or("");
+    if (r.select != "Max" && r.select != "Min" && r.select != "Disabled") {
+      Error(select, absl::StrCat("\"", r.select, "\": expected Max, Min or Disabled"));
+      r.select = "Max";
+    }
     absl::StatusOr<std::vector<Field>> policies = dir.Get("policies").Items();
     if (!policies.ok()) {
-      Finding(true, policies.status());
+      Refused(dir.Get("policies"), policies.status());
     } else if (!dir.Get("policies").present()) {
       r.policies = up ? std::vector<std::pair<std::string, int64_t>>{{"Percent", 100}, {"Pods", 4}}
                       : std::vector<std::pair<std::string, int64_t>>{{"Percent", 100}};
@@ -312,26 +318,21 @@ class Checker {
   int64_t Int(const Field& f, int64_t dflt) {
     absl::StatusOr<std::optional<int64_t>> v = f.OptionalInt(0, int64_t{1} << 31);
     if (!v.ok()) {
-      Finding(true, v.status());
+      Refused(f, v.status());
       return dflt;
     }
     return v->value_or(dflt);
   }
 
-  void Error(const Field& f, const std::string& message) { Finding(true, f.Error(message)); }
-  void Warning(const Field& f, const std::string& message) { Finding(false, f.Error(message)); }
-  // A located status "file:line:col: path: message" split at its path's end.
-  void Finding(bool error, const absl::Status& s) {
-    const std::string text(s.message());
-    // The location is everything up to the second ": " after the file's line and column.
-    size_t cut = text.find(": ");
-    cut = cut == std::string::npos ? cut : text.find(": ", cut + 2);
-    PairingFinding f;
-    f.error = error;
-    f.object = index_;
-    f.where = cut == std::string::npos ? text : text.substr(0, cut);
-    f.message = cut == std::string::npos ? "" : text.substr(cut + 2);
-    report_->findings.push_back(std::move(f));
+  void Error(const Field& f, std::string message) { Finding(true, f, std::move(message)); }
+  void Warning(const Field& f, std::string message) { Finding(false, f, std::move(message)); }
+  // The reader's own error at `f` (a field KEDA's CRD would refuse): its message after the
+  // location it starts with.
+  void Refused(const Field& f, const absl::Status& s) {
+    Error(f, std::string(absl::StripPrefix(s.message(), f.Location() + ": ")));
+  }
+  void Finding(bool error, const Field& f, std::string message) {
+    report_->findings.push_back({error, index_, f.Location(), std::move(message)});
   }
 
   const ScalerConfig& config_;

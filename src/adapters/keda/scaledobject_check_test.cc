@@ -214,5 +214,29 @@ spec:
                   HasSubstr("scaleUp: HPA lets one sync go from 1 to 5")));
 }
 
+TEST(ScaledObjectCheck, ASelectPolicyHpaDoesNotHaveIsAnError) {
+  absl::StatusOr<PairingReport> r = CheckScaledObjects(PairingConfig(), "so.yaml", R"(
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: chat}
+spec:
+  pollingInterval: 10
+  cooldownPeriod: 30
+  advanced:
+    horizontalPodAutoscalerConfig:
+      behavior:
+        scaleDown: {stabilizationWindowSeconds: 0, selectPolicy: max}
+  triggers:
+    - type: external
+      metadata: {scalerAddress: "tessera-scaler:9095", service: chat-small}
+)");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->errors(), 1);
+  EXPECT_THAT(Lines(*r), ::testing::Contains(HasSubstr(
+                             "error so.yaml:11:66: spec.advanced.horizontalPodAutoscalerConfig."
+                             "behavior.scaleDown.selectPolicy: \"max\": expected Max, Min or "
+                             "Disabled")));
+}
+
 }  // namespace
 }  // namespace tessera::adapters
