@@ -33,8 +33,8 @@ int Fail(const std::string& message) {
 class RecordingSource final : public adapters::MetricSource {
  public:
   explicit RecordingSource(adapters::MetricSource& inner) : inner_(inner) {}
-  absl::StatusOr<adapters::PromValue> Query(const std::string& promql) override {
-    absl::StatusOr<adapters::PromValue> v = inner_.Query(promql);
+  absl::StatusOr<adapters::PromValue> Query(const std::string& promql, absl::Time at) override {
+    absl::StatusOr<adapters::PromValue> v = inner_.Query(promql, at);
     std::lock_guard<std::mutex> l(mu_);  // the scaler polls services concurrently
     answers_.insert_or_assign(promql, v);
     return v;

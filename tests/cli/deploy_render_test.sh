@@ -57,6 +57,12 @@ check "scaler: fallback replicas" grep -q 'failureThreshold: 3' "$S"
 check "scaler: the fallback never below the replicas there" \
   grep -q 'behavior: currentReplicasIfHigher' <(sed -n '/^  fallback:/,/^  [a-z]/p' "$S")
 check "scaler: runs tessera scaler" grep -q -- '- scaler' "$S"
+# Two replicas that KEDA's round_robin channel reaches each by its address, one at a time drained.
+check "scaler: two replicas" grep -q 'replicas: 2' <(sed -n '/^kind: Deployment/,/^---/p' "$S")
+check "scaler: a headless Service" grep -q 'clusterIP: None' <(sed -n '/^kind: Service$/,/^---/p' "$S")
+check "scaler: a PodDisruptionBudget keeps one" \
+  grep -q 'minAvailable: 1' <(sed -n '/^kind: PodDisruptionBudget/,/^---/p' "$S")
+check "scaler: the replicas ask Prometheus for the same instants" grep -q 'queryOffset: 1s' "$S"
 check "scaler: serves its metrics" grep -q -- '--metrics-listen=0.0.0.0:9096' "$S"
 check "scaler: and says where" grep -q 'prometheus.io/port: "9096"' "$S"
 check "scaler: its own service account, for a managed Prometheus' cloud identity" \

@@ -201,15 +201,15 @@ class Checker {
     const std::string b = behavior.StringOr("static").value_or("");
     const int64_t replicas = Int(fallback.Get("replicas"), 0);
     if (b == "static" || b == "currentReplicasIfLower") {
-      Warning(behavior.present() ? behavior : fallback,
-              absl::StrCat(
-                  "behavior ", b, behavior.present() ? "" : " (KEDA's default)",
-                  ": while Tessera answers UNAVAILABLE (Prometheus down or stale, or the scaler "
-                  "down) KEDA sets ",
-                  b == "static" ? "exactly" : "at most", " fallback.replicas (", replicas,
-                  "): a loaded service is scaled down to it for the outage; set "
-                  "currentReplicasIfHigher (KEDA 2.17+), or leave fallback out (HPA keeps the "
-                  "count). Measured in docs/autoscaling.md, \"When Prometheus is down\""));
+      Warning(
+          behavior.present() ? behavior : fallback,
+          absl::StrCat("behavior ", b, behavior.present() ? "" : " (KEDA's default)",
+                       ": while Tessera answers UNAVAILABLE (Prometheus down or stale) KEDA sets "
+                       "",
+                       b == "static" ? "exactly" : "at most", " fallback.replicas (", replicas,
+                       "): a loaded service is scaled down to it for the outage; set "
+                       "currentReplicasIfHigher (KEDA 2.17+), or leave fallback out (HPA keeps the "
+                       "count). Measured in docs/autoscaling.md, \"When Prometheus is down\""));
     } else if (b != "currentReplicas" && b != "currentReplicasIfHigher") {
       Error(behavior, absl::StrCat(b,
                                    ": expected static, currentReplicas, "

@@ -80,8 +80,8 @@ spec:
           HasSubstr("warning so.yaml:6:3: spec.pollingInterval: 30 s (KEDA's default): at zero "
                     "KEDA asks IsActive this often"),
           HasSubstr("warning so.yaml:7:13: spec.fallback: behavior static (KEDA's default): "
-                    "while Tessera answers UNAVAILABLE (Prometheus down or stale, or the scaler "
-                    "down) KEDA sets exactly fallback.replicas (2)"),
+                    "while Tessera answers UNAVAILABLE (Prometheus down or stale) KEDA sets "
+                    "exactly fallback.replicas (2)"),
           HasSubstr("warning so.yaml:6:3: spec.advanced.horizontalPodAutoscalerConfig.behavior."
                     "scaleDown: 300 s "
                     "(HPA's default): HPA holds its highest recommendation this long"),

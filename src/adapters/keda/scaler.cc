@@ -27,7 +27,9 @@ Scaler::Scaler(ScalerConfig config, MetricSource& source, const Clock& clock, Lo
   MutexLock lock(&mu_);
   config_ = std::make_shared<const ScalerConfig>(std::move(config));
   for (const ServiceConfig& s : config_->services) {
-    services_[s.name].shown.view.reason = "no poll yet";
+    Service& svc = services_[s.name];
+    svc.shown.view.reason = "no poll yet";
+    svc.recording = config_->backfill;
   }
 }
 
@@ -48,7 +50,9 @@ absl::StatusOr<std::string> Scaler::Reload(ScalerConfig next) {
   for (const ServiceConfig& s : fresh->services) {
     const ServiceConfig* was = config_->Find(s.name);
     if (was == nullptr) {
-      services_[s.name].shown.view.reason = "no poll yet (added by a config reload)";
+      Service& svc = services_[s.name];
+      svc.shown.view.reason = "no poll yet (added by a config reload)";
+      svc.recording = fresh->backfill;
       changes.push_back(absl::StrCat(s.name, " added"));
       if (fresh->backfill) {
         to_rebuild_[s.name] = Rebuild::kWhole;
@@ -85,10 +89,9 @@ void Scaler::CountConfigReload(const std::string& result, bool current) {
   config_current_ = current;
 }
 
-autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero, std::string* problems,
-                               int64_t* failures) {
-  absl::Time now = clock_.Now();
-  absl::StatusOr<PromValue> v = source_.Query(query);
+autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero, absl::Time at,
+                               std::string* problems, int64_t* failures) {
+  absl::StatusOr<PromValue> v = source_.Query(query, at);
   if (!v.ok() || (v->empty && !empty_is_zero)) ++*failures;
   if (!v.ok()) {
     // Once per distinct problem (an unreachable Prometheus fails every query alike).
@@ -98,14 +101,14 @@ autoscale::Sample Scaler::Read(const std::string& query, bool empty_is_zero, std
     return {};
   }
   if (v->empty) {
-    if (empty_is_zero) return autoscale::Sample::At(0, now);
+    if (empty_is_zero) return autoscale::Sample::At(0, at);
     absl::StrAppend(problems, problems->empty() ? "" : "; ", "no series for ", query);
     return {};
   }
-  // Prometheus stamps an instant query with its evaluation time; a sample from our own
-  // future (clock skew) counts as now.
-  absl::Time at = v->sampled == absl::InfinitePast() ? now : std::min(v->sampled, now);
-  return autoscale::Sample::At(v->value, at);
+  // Prometheus stamps an instant query with its evaluation time, the one asked for; a stamp
+  // after it counts as that time.
+  return autoscale::Sample::At(v->value,
+                               v->sampled == absl::InfinitePast() ? at : std::min(v->sampled, at));
 }
 
 void Scaler::ForEachService(const std::function<std::string(const ServiceConfig&)>& fn) {
@@ -132,8 +135,14 @@ void Scaler::ShowTls(std::shared_ptr<const TlsFiles> files) {
   tls_ = std::move(files);
 }
 
-void Scaler::PollOnce() {
-  ForEachService([this](const ServiceConfig& cfg) { return PollService(cfg); });
+void Scaler::PollAt(absl::Time at) {
+  ForEachService([this, at](const ServiceConfig& cfg) { return PollService(cfg, at); });
+}
+
+absl::Time Scaler::PollInstant(absl::Time now) const {
+  const std::shared_ptr<const ScalerConfig> c = config();
+  return absl::UnixEpoch() + absl::Floor(now - absl::UnixEpoch(), c->poll_interval) -
+         c->query_offset;
 }
 
 namespace {
@@ -164,26 +173,33 @@ autoscale::Signals ReadSignals(const ServiceConfig& cfg, absl::Time now, const R
 
 }  // namespace
 
-std::string Scaler::PollService(const ServiceConfig& cfg) {
+std::string Scaler::PollService(const ServiceConfig& cfg, absl::Time at) {
   std::string problems;
   int64_t failures = 0;
   const autoscale::Signals s =
-      ReadSignals(cfg, clock_.Now(), [&](const std::string& query, bool empty_is_zero) {
-        return Read(query, empty_is_zero, &problems, &failures);
+      ReadSignals(cfg, at, [&](const std::string& query, bool empty_is_zero) {
+        return Read(query, empty_is_zero, at, &problems, &failures);
       });
-  absl::Time now = clock_.Now();
   MutexLock lock(&mu_);
   auto found = services_.find(cfg.name);
   if (found == services_.end()) return "";  // removed by a reload while its queries ran
   Service& svc = found->second;
-  autoscale::Decision d = autoscale::DecideReplicas(cfg.policy, s, svc.state, now);
+  if (svc.recording) {
+    if (svc.pending.size() < kMaxPending) {
+      svc.pending.emplace_back(at, s);
+    } else {
+      svc.recording = false;
+      svc.pending = {};
+    }
+  }
+  autoscale::Decision d = autoscale::DecideReplicas(cfg.policy, s, svc.state, at);
   const bool first = svc.shown.polls == 0;
   const bool changed =
       first || d.replicas != svc.shown.view.replicas || d.data_ok != svc.shown.view.data_ok;
   const int before = svc.shown.view.replicas;
   svc.shown.view.replicas = d.replicas;
   svc.shown.view.reason = problems.empty() ? d.reason : absl::StrCat(d.reason, " [", problems, "]");
-  svc.shown.view.decided_at = now;
+  svc.shown.view.decided_at = at;
   svc.shown.view.data_ok = d.data_ok;
   svc.shown.last = s;
   ++svc.shown.polls;
@@ -218,11 +234,19 @@ void Scaler::BackfillReloaded(const std::atomic<bool>* stop) {
 
 std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration step,
                                     const std::atomic<bool>* stop, Rebuild what) {
-  // Steps up to the one before now: the live polls take it from there.
+  // Steps up to the one before now, at the instants the live polls decide for (when the step is
+  // the poll interval): the live polls take it from there, and a replica started later replays
+  // what one running since saw.
   const int64_t count = autoscale::HistoryToRebuild(cfg.policy) / step;
-  const absl::Time start = clock_.Now() - count * step;
+  const absl::Time start = absl::UnixEpoch() + absl::Floor(clock_.Now() - absl::UnixEpoch(), step) -
+                           config()->query_offset - count * step;
   auto stopped = [stop] { return stop != nullptr && stop->load(); };
   auto failed = [&](absl::string_view why) {
+    MutexLock lock(&mu_);
+    if (auto found = services_.find(cfg.name); found != services_.end()) {
+      found->second.recording = false;  // nothing to replay the polls onto
+      found->second.pending = {};
+    }
     return absl::StrCat(cfg.name, ": history not rebuilt (", why, "); it builds up from now");
   };
   // A chunk of steps at a time, each query's answer replayed and let go (a month at 5 s
@@ -230,6 +254,7 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
   autoscale::AutoscaleState past;
   int64_t with_data = 0;
   absl::Time first = absl::InfiniteFuture();
+  absl::Time last = absl::InfinitePast();  // the last step replayed
   for (int64_t done = 0; done < count;) {
     const int64_t n = std::min(count - done, PromClient::kMaxRangePoints);
     std::map<std::string, PromSeries> series;
@@ -260,19 +285,36 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
             return autoscale::Sample::At(*p, t);
           });
       with_data += autoscale::DecideReplicas(cfg.policy, s, past, t).data_ok ? 1 : 0;
+      last = t;
     }
     done += n;
   }
+  const double batch = past.batch_per_replica;  // what the history showed, for the log
   bool carried = false;
   {
     MutexLock lock(&mu_);
     auto found = services_.find(cfg.name);
     if (found == services_.end()) return "";  // removed by a reload meanwhile
+    Service& svc = found->second;
     if (what == Rebuild::kWhole) {
-      carried = autoscale::MergeHistory(cfg.policy, past, found->second.state);
+      // The polls since the start replayed onto a history that reaches the first of them: the
+      // state of a scaler that had run all along, which another replica polling since holds too.
+      // Otherwise (none yet, some given up, or a history that ends earlier) merged.
+      if (svc.recording && !svc.pending.empty() &&
+          past.last_fresh >= svc.pending.front().first - cfg.policy.stale_after) {
+        for (const auto& [at, signals] : svc.pending) {
+          if (at > last) autoscale::DecideReplicas(cfg.policy, signals, past, at);
+        }
+        svc.state = std::move(past);
+        carried = true;
+      } else {
+        carried = autoscale::MergeHistory(cfg.policy, past, svc.state);
+      }
     } else {
-      autoscale::MergeLoadHistory(cfg.policy, past, found->second.state);
+      autoscale::MergeLoadHistory(cfg.policy, past, svc.state);
     }
+    svc.recording = false;
+    svc.pending = {};
   }
   std::string rebuilt = absl::StrFormat(
       "%s: %s rebuilt from Prometheus: %s from %s at %s steps, %.1f%% of them with the service's "
@@ -284,9 +326,8 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
   if (what == Rebuild::kLoadOnly) return rebuilt;
   return absl::StrFormat(
       "%s; batch %s; scale-down window, idle clock and demand trend %s", rebuilt,
-      past.batch_per_replica > 0
-          ? absl::StrFormat("%.0f requests per replica", past.batch_per_replica)
-          : std::string("not seen (no request waited while replicas ran)"),
+      batch > 0 ? absl::StrFormat("%.0f requests per replica", batch)
+                : std::string("not seen (no request waited while replicas ran)"),
       carried ? "carried over" : "start afresh (no signals within staleAfter before the start)");
 }
 
@@ -695,7 +736,8 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
       }
     });
   }
-  // Poll every interval on the scaler's clock; the first poll at once.
+  // Poll every interval on the scaler's clock, at its multiples since the Unix epoch (each poll
+  // for its PollInstant, so that replicas decide for the same instants); the first poll at once.
   // - Polls missed (a poll slower than the interval, the wall clock stepped forward) are
   //   skipped, not made up: one after a step of an hour, not 720 back to back, each querying
   //   Prometheus for every service.
@@ -721,10 +763,10 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
       since_tls_reload = absl::ZeroDuration();
     }
     if (clock.Now() >= next || slept >= 2 * cfg.poll_interval) {
-      scaler.PollOnce();
-      next += cfg.poll_interval;
       const absl::Time now = clock.Now();
-      if (next <= now) next = now + cfg.poll_interval;
+      scaler.PollAt(scaler.PollInstant(now));
+      next = absl::UnixEpoch() + absl::Floor(now - absl::UnixEpoch(), cfg.poll_interval) +
+             cfg.poll_interval;
       slept = absl::ZeroDuration();
     }
     std::this_thread::sleep_for(absl::ToChronoMilliseconds(tick));

@@ -19,6 +19,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -35,7 +37,9 @@ namespace tessera::adapters {
 class MetricSource {
  public:
   virtual ~MetricSource() = default;
-  virtual absl::StatusOr<PromValue> Query(const std::string& promql) = 0;
+  // The query evaluated at `at`: the scaler asks at the instant it decides for, so that scalers
+  // polling the same Prometheus are answered alike.
+  virtual absl::StatusOr<PromValue> Query(const std::string& promql, absl::Time at) = 0;
   // The query evaluated at `count` steps from `start`, for the history a restarted scaler
   // rebuilds; a source without history answers Unimplemented. Once *cancel (when given) is set,
   // it returns soon (Cancelled), so that a shutdown does not wait for the range's timeout.
@@ -49,8 +53,8 @@ class MetricSource {
 class PromSource final : public MetricSource {
  public:
   explicit PromSource(PromConfig c) : client_(std::move(c)) {}
-  absl::StatusOr<PromValue> Query(const std::string& promql) override {
-    return client_.Query(promql);
+  absl::StatusOr<PromValue> Query(const std::string& promql, absl::Time at) override {
+    return client_.Query(promql, at);
   }
   absl::StatusOr<PromSeries> QueryRange(const std::string& promql, absl::Time start,
                                         absl::Duration step, int64_t count,
@@ -78,9 +82,14 @@ class Scaler {
   using LogSink = std::function<void(const std::string& line)>;
   Scaler(ScalerConfig config, MetricSource& source, const Clock& clock, LogSink log = nullptr);
 
-  // Queries every service's signals and decides, config().poll_concurrency services at once.
-  // Called every poll interval.
-  void PollOnce();
+  // Queries every service's signals as Prometheus held them at `at` and decides as of `at`,
+  // config().poll_concurrency services at once. ServeScaler polls at PollInstant()s: every
+  // replica polling the same Prometheus asks for the same instants, and so decides alike.
+  void PollAt(absl::Time at);
+  void PollOnce() { PollAt(clock_.Now()); }  // as of the clock's now
+  // The instant a poll at `now` decides for: the last multiple of the poll interval since the
+  // Unix epoch, less prometheus.queryOffset.
+  absl::Time PollInstant(absl::Time now) const;
   // Rebuilds what the policy learns from each service's past (the seasonal rule's per-minute
   // load, the batch per replica, and the scale-down window, idle clock and demand trend a restart
   // would otherwise reset) from Prometheus' range queries over autoscale::HistoryToRebuild before
@@ -150,7 +159,14 @@ class Scaler {
   struct Service {
     autoscale::AutoscaleState state;
     Shown shown;
+    // While its history is to be rebuilt (backfill on, from the start or from a reload that added
+    // it): each poll's instant and signals, replayed onto the rebuilt history, so that the state
+    // becomes the one a scaler that had run all along holds. Given up past kMaxPending polls (the
+    // history is then merged as autoscale::MergeHistory can).
+    bool recording = false;
+    std::vector<std::pair<absl::Time, autoscale::Signals>> pending;
   };
+  static constexpr size_t kMaxPending = 10000;
   // What a rebuild from Prometheus merges into a service's state: all that
   // autoscale::MergeHistory carries (at start, a service added), or only the per-minute load
   // (autoscale::MergeLoadHistory: a service whose knobs reshaped it while it served).
@@ -166,7 +182,7 @@ class Scaler {
   };
   Snapshot TakeSnapshot() const;
   // One service's queries and decision; its log line if the decision changed, else "".
-  std::string PollService(const ServiceConfig& cfg);
+  std::string PollService(const ServiceConfig& cfg, absl::Time at);
   // One service's backfill; its log line ("" when stopped).
   std::string BackfillService(const ServiceConfig& cfg, absl::Duration step,
                               const std::atomic<bool>* stop, Rebuild what);
@@ -177,8 +193,8 @@ class Scaler {
   // A decision GetMetrics may answer: made on fresh data, and not older than staleAfter.
   static bool FreshAt(const ScalerView& v, const ServiceConfig& cfg, absl::Time now);
   // Counts into *failures a query that gives no sample.
-  autoscale::Sample Read(const std::string& query, bool empty_is_zero, std::string* problems,
-                         int64_t* failures);
+  autoscale::Sample Read(const std::string& query, bool empty_is_zero, absl::Time at,
+                         std::string* problems, int64_t* failures);
 
   MetricSource& source_;
   const Clock& clock_;

@@ -21,7 +21,7 @@ namespace {
 
 class ConstantSource final : public MetricSource {
  public:
-  absl::StatusOr<PromValue> Query(const std::string& q) override {
+  absl::StatusOr<PromValue> Query(const std::string& q, absl::Time /*at*/) override {
     PromValue v;
     v.value = q.find("available") != std::string::npos ? 4 : 10;
     return v;

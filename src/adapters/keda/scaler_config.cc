@@ -235,9 +235,9 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
   Field prom = doc.Get("prometheus");
   TESSERA_RETURN_IF_ERROR(prom.RequireMap());
   TESSERA_RETURN_IF_ERROR(
-      prom.OnlyKeys({"url", "timeout", "pollInterval", "concurrency", "backfill", "backfillTimeout",
-                     "bearerTokenFile", "basicAuth", "sigv4", "googleWorkloadIdentity",
-                     "azureWorkloadIdentity", "headers", "tls"}));
+      prom.OnlyKeys({"url", "timeout", "pollInterval", "queryOffset", "concurrency", "backfill",
+                     "backfillTimeout", "bearerTokenFile", "basicAuth", "sigv4",
+                     "googleWorkloadIdentity", "azureWorkloadIdentity", "headers", "tls"}));
   std::string& url = c.prometheus.url;
   TESSERA_ASSIGN_OR_RETURN(url, prom.Get("url").String());
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
@@ -263,6 +263,11 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
     return prom.Get("pollInterval").Error("expected at least 100ms");
   }
   c.prometheus.timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
+  TESSERA_ASSIGN_OR_RETURN(c.query_offset,
+                           ReadDuration(prom.Get("queryOffset"), absl::ZeroDuration()));
+  if (c.query_offset < absl::ZeroDuration() || c.query_offset > absl::Minutes(5)) {
+    return prom.Get("queryOffset").Error("expected from 0s to 5m");
+  }
   TESSERA_ASSIGN_OR_RETURN(c.poll_concurrency,
                            ReadInt(prom.Get("concurrency"), 1, 64, c.poll_concurrency));
   TESSERA_ASSIGN_OR_RETURN(c.backfill, ReadBool(prom.Get("backfill"), c.backfill));
@@ -433,6 +438,13 @@ absl::StatusOr<ScalerConfig> DecodeScalerConfig(const std::string& file, const s
                              ReadInt(sf.Get("seasonalRepeats"), 1, 1000, p.seasonal_repeats));
     if (absl::Status v = p.Validate(); !v.ok()) {
       return sf.Error(v.message());
+    }
+    // A decision is queryOffset old when made and pollInterval older when the next one comes:
+    // a staleAfter within that would have GetMetrics answer UNAVAILABLE between polls.
+    if (p.stale_after <= c.query_offset + c.poll_interval) {
+      return sf.Get("staleAfter")
+          .Error(absl::StrCat("expected above prometheus.queryOffset + pollInterval (",
+                              absl::FormatDuration(c.query_offset + c.poll_interval), ")"));
     }
     s.settings = CanonicalYaml(sf.node());
     c.services.push_back(std::move(s));

@@ -54,6 +54,10 @@ struct ScalerConfig {
   // apply), extra headers and TLS options.
   PromConfig prometheus;
   absl::Duration poll_interval = absl::Seconds(5);
+  // Each poll decides for the last multiple of poll_interval since the Unix epoch, less this:
+  // samples scraped just before that instant are then in Prometheus for every replica that asks
+  // (a managed Prometheus' ingestion delay, a slow scrape), so that replicas decide alike.
+  absl::Duration query_offset = absl::ZeroDuration();
   // Services polled at once (each asks its queries in turn), so at most this many queries are in
   // flight: a poll of many services takes about services / concurrency times one service's.
   int poll_concurrency = 8;

@@ -152,6 +152,31 @@ TEST(ScalerConfig, PollIntervalAndTimeoutBounds) {
       HasSubstr("timeout: expected above 0"));
 }
 
+// queryOffset: 0 by default; bounded; and no service may call a decision stale before the next
+// one comes (it is queryOffset old when made).
+TEST(ScalerConfig, QueryOffsetBoundedAndWithinEveryServicesStaleAfter) {
+  absl::StatusOr<ScalerConfig> c = WithPrometheus("prometheus: {url: 'http://p:9090'}\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->query_offset, absl::ZeroDuration());
+  c = WithPrometheus("prometheus: {url: 'http://p:9090', queryOffset: 2s}\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->query_offset, absl::Seconds(2));
+  for (const char* bad : {"-1s", "6m"}) {  // a duration; from 0s to 5m
+    absl::Status s =
+        WithPrometheus(absl::StrCat("prometheus: {url: 'http://p:9090', queryOffset: ", bad, "}\n"))
+            .status();
+    EXPECT_THAT(s.message(), HasSubstr("s.yaml:3")) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("prometheus.queryOffset: expected ")) << bad;
+  }
+  // staleAfter defaults to 60s: 55 s + 5 s reaches it.
+  absl::Status stale =
+      WithPrometheus("prometheus: {url: 'http://p:9090', queryOffset: 55s}\n").status();
+  EXPECT_THAT(stale.message(), HasSubstr("s.yaml:5"));
+  EXPECT_THAT(stale.message(),
+              HasSubstr("staleAfter: expected above prometheus.queryOffset + pollInterval (1m)"));
+  EXPECT_TRUE(WithPrometheus("prometheus: {url: 'http://p:9090', queryOffset: 54s}\n").ok());
+}
+
 TEST(ScalerConfig, BackfillIsOnByDefaultAndItsTimeoutBounded) {
   absl::StatusOr<ScalerConfig> c = WithPrometheus("prometheus: {url: 'http://p:9090'}\n");
   ASSERT_TRUE(c.ok()) << c.status();

@@ -18,8 +18,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -157,11 +160,36 @@ bool Eventually(const std::function<bool()>& f, double seconds) {
   return f();
 }
 
+// Runs `step` every `period` on its own thread until destroyed (so that a failed assertion never
+// leaves it running).
+class Repeating {
+ public:
+  Repeating(std::chrono::milliseconds period, std::function<void()> step)
+      : thread_([this, period, step = std::move(step)] {
+          while (!done_) {
+            step();
+            std::this_thread::sleep_for(period);
+          }
+        }) {}
+  ~Repeating() {
+    done_ = true;
+    thread_.join();
+  }
+  Repeating(const Repeating&) = delete;
+  Repeating& operator=(const Repeating&) = delete;
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
 class KedaClient {
  public:
   explicit KedaClient(int port)
-      : stub_(externalscaler::ExternalScaler::NewStub(grpc::CreateChannel(
-            absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()))) {}
+      : KedaClient(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                       grpc::InsecureChannelCredentials())) {}
+  explicit KedaClient(const std::shared_ptr<grpc::Channel>& channel)
+      : stub_(externalscaler::ExternalScaler::NewStub(channel)) {}
 
   externalscaler::ScaledObjectRef Ref(const std::string& service) {
     externalscaler::ScaledObjectRef ref = testing::ScaledObjectRefFor(service);
@@ -316,6 +344,114 @@ TEST(ScalerIntegration, RealPrometheusThroughScaleUpDownZeroOutageAndRecovery) {
   prom.Stop();
 }
 
+// Two replicas of the scaler on one real Prometheus, as deploy/scaler runs them behind a headless
+// Service, and a channel built as KEDA builds its own (round_robin over every address the name
+// resolves to): each call goes to either replica. Through scale-up, scale-down, zero and back,
+// the replicas decide the same count for every instant both polled (queryOffset 1s: samples
+// scraped every 500 ms are in Prometheus before either asks), so KEDA reads one decision whichever
+// answers; once one replica stops, every call is answered by the other.
+TEST(ScalerIntegration, TwoReplicasAnswerAlikeThroughKedasRoundRobinChannel) {
+  ScratchDir dir("scaler");
+  Exporter exporter;
+  exporter.Set(0, 0, 1);
+  Prometheus prom(dir.path(), exporter.port());
+  prom.Start();
+  ASSERT_TRUE(Eventually([&] { return prom.Ready(); }, 30)) << prom.log();
+  absl::StatusOr<ScalerConfig> config =
+      ConfigFor(prom, "timeout: 1s, pollInterval: 250ms, queryOffset: 1s", R"(
+  - name: chat
+    server: vllm
+    model: chat
+    deployment: chat
+    targetQueuePerReplica: 4
+    minReplicas: 0
+    maxReplicas: 20
+    idleTimeout: 4s
+    scaleDownWindow: 2s
+    coldStart: 1s
+    trendWindow: 1s
+    staleAfter: 3s
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  PromSource source(config->prometheus);
+  RealClock clock;
+  Scaler a(*config, source, clock);
+  testing::ServedScaler served_a(a);
+  ASSERT_GT(served_a.port(), 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  Scaler b(*config, source, clock);
+  testing::ServedScaler served_b(b);
+  ASSERT_GT(served_b.port(), 0);
+
+  // What each replica decided, by the instant it decided for, sampled every 10 ms.
+  std::mutex mu;
+  std::map<absl::Time, int> by_a, by_b;
+  Repeating sampler(std::chrono::milliseconds(10), [&] {
+    const ScalerView va = *a.View("chat"), vb = *b.View("chat");
+    std::lock_guard<std::mutex> l(mu);
+    if (va.data_ok) by_a[va.decided_at] = va.replicas;
+    if (vb.data_ok) by_b[vb.decided_at] = vb.replicas;
+  });
+
+  grpc::ChannelArguments args;
+  args.SetServiceConfigJSON(R"({"loadBalancingConfig": [{"round_robin":{}}]})");
+  KedaClient keda(grpc::CreateCustomChannel(
+      absl::StrCat("ipv4:127.0.0.1:", served_a.port(), ",127.0.0.1:", served_b.port()),
+      grpc::InsecureChannelCredentials(), args));
+  const absl::Time compared_from = clock.Now() + absl::Seconds(3);  // B's window and trend filled
+  ASSERT_TRUE(Eventually([&] { return keda.Replicas() == 1; }, 15)) << b.View("chat")->reason;
+  exporter.Set(40, 16, 1);
+  ASSERT_TRUE(Eventually([&] { return keda.Replicas() == 3; }, 10)) << b.View("chat")->reason;
+  exporter.Set(0, 2, 3);
+  ASSERT_TRUE(Eventually([&] { return keda.Replicas() == 1; }, 10)) << b.View("chat")->reason;
+  exporter.Set(0, 0, 1);
+  ASSERT_TRUE(Eventually([&] { return keda.Replicas() == 0; }, 15)) << b.View("chat")->reason;
+  exporter.Set(5, 0, 0);
+  ASSERT_TRUE(Eventually([&] { return keda.Replicas() >= 1; }, 10)) << b.View("chat")->reason;
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+
+  // Both answered KEDA's calls.
+  auto answered = [](const Scaler& s) {
+    const std::string text = s.MetricsText();
+    const std::string key =
+        "tessera_scaler_grpc_requests_total{method=\"GetMetrics\",code=\"OK\"} ";
+    const size_t at = text.find(key);
+    int64_t n = 0;
+    if (at != std::string::npos) {
+      const size_t from = at + key.size();
+      EXPECT_TRUE(absl::SimpleAtoi(text.substr(from, text.find('\n', from) - from), &n));
+    }
+    return n;
+  };
+  EXPECT_GE(answered(a), 5);
+  EXPECT_GE(answered(b), 5);
+  {
+    std::lock_guard<std::mutex> l(mu);
+    int common = 0, differed = 0;
+    std::string first;
+    for (const auto& [at, replicas] : by_a) {
+      auto other = by_b.find(at);
+      if (at < compared_from || other == by_b.end()) continue;
+      ++common;
+      if (other->second != replicas && differed++ == 0) {
+        first = absl::StrCat(absl::FormatTime(at), ": ", replicas, " against ", other->second);
+      }
+    }
+    EXPECT_EQ(differed, 0) << "of " << common << "; first " << first;
+    EXPECT_GE(common, 40);
+  }
+
+  // One replica gone (a rollout, a drained node): the other answers every call.
+  const int64_t before = answered(b);
+  EXPECT_TRUE(served_a.Stop().ok());
+  int failed = 0;
+  for (int i = 0; i < 40; ++i) failed += keda.Replicas() < 0 ? 1 : 0;
+  EXPECT_EQ(failed, 0);
+  EXPECT_GE(answered(b) - before, 40);
+  EXPECT_TRUE(served_b.Stop().ok());
+  prom.Stop();
+}
+
 // A lightly used service whose requests are over before a scrape sees them (the waiting and
 // running gauges read 0) is not idle while its completions counter rises: the throughput query's
 // rate(), through a real Prometheus, keeps it from zero past the idle timeout; once the requests
@@ -324,21 +460,10 @@ TEST(ScalerIntegration, CompletedRequestsKeepAServiceWhoseGaugesReadZeroFromZero
   ScratchDir dir("scaler");
   Exporter exporter;
   exporter.Set(0, 0, 1);
-  std::atomic<bool> requests{true}, done{false};
-  std::thread traffic([&] {
-    while (!done) {
-      if (requests) exporter.Complete(1);
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    }
+  std::atomic<bool> requests{true};
+  Repeating traffic(std::chrono::milliseconds(300), [&] {
+    if (requests) exporter.Complete(1);
   });
-  struct Join {
-    std::atomic<bool>& done;
-    std::thread& t;
-    ~Join() {
-      done = true;
-      t.join();
-    }
-  } join{done, traffic};
   Prometheus prom(dir.path(), exporter.port());
   prom.Start();
   ASSERT_TRUE(Eventually([&] { return prom.Ready(); }, 30)) << prom.log();

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -36,7 +37,7 @@ using ::testing::Not;
 class ScriptedSource final : public MetricSource {
  public:
   explicit ScriptedSource(const Clock& clock) : clock_(clock) {}
-  absl::StatusOr<PromValue> Query(const std::string& promql) override {
+  absl::StatusOr<PromValue> Query(const std::string& promql, absl::Time /*at*/) override {
     std::lock_guard<std::mutex> l(mu);
     ++queries;
     if (down) return absl::UnavailableError("GET http://prom/api/v1/query: Connection refused");
@@ -72,7 +73,7 @@ absl::StatusOr<ScalerConfig> ConfigWith(const std::string& services,
 // Counts the queries in flight at once; each takes a millisecond.
 class SlowSource final : public MetricSource {
  public:
-  absl::StatusOr<PromValue> Query(const std::string& promql) override {
+  absl::StatusOr<PromValue> Query(const std::string& promql, absl::Time /*at*/) override {
     const int now = ++in_flight_;
     int seen = most_.load();
     while (now > seen && !most_.compare_exchange_weak(seen, now)) {
@@ -661,12 +662,11 @@ TEST(Scaler, MetricsShowDecisionsSignalsMissingDataAndRpcs) {
 }
 
 // A service with a batch job from minute 30 to 39 of every hour (200 running on 10 replicas and
-// 40 waiting; else 2 running on one), as Prometheus holds it: instant queries at the clock's time,
-// range queries at each step asked for. Records the range requests; `fail_range` fails those of one
-// query.
+// 40 waiting; else 2 running on one), as Prometheus holds it: instant queries at the time asked
+// for, range queries at each step asked for. Records the range requests; `fail_range` fails those
+// of one query.
 class HourlyJobSource final : public MetricSource {
  public:
-  explicit HourlyJobSource(const Clock& clock) : clock_(clock) {}
   static double Value(const std::string& promql, absl::Time t) {
     const int64_t minute = absl::ToUnixSeconds(t) / 60 % 60;
     const bool job = minute >= 30 && minute < 40;
@@ -675,10 +675,10 @@ class HourlyJobSource final : public MetricSource {
     if (promql == "waiting") return job ? 40 : 0;
     return 0;  // anything else (flat's queries)
   }
-  absl::StatusOr<PromValue> Query(const std::string& promql) override {
+  absl::StatusOr<PromValue> Query(const std::string& promql, absl::Time at) override {
     PromValue v;
-    v.sampled = clock_.Now();
-    v.value = Value(promql, v.sampled);
+    v.sampled = at;
+    v.value = Value(promql, at);
     return v;
   }
   absl::StatusOr<PromSeries> QueryRange(const std::string& promql, absl::Time start,
@@ -700,9 +700,6 @@ class HourlyJobSource final : public MetricSource {
   std::mutex mu;
   std::vector<Range> ranges;
   std::string fail_range;
-
- private:
-  const Clock& clock_;
 };
 
 TEST(Scaler, ARestartedScalerRebuildsTheRecurringLoadFromPrometheus) {
@@ -732,7 +729,7 @@ TEST(Scaler, ARestartedScalerRebuildsTheRecurringLoadFromPrometheus) {
   };
 
   SimulatedClock clock(started);
-  HourlyJobSource prom(clock);
+  HourlyJobSource prom;
   std::vector<std::string> log;
   auto [replicas, reason, metrics] = run(prom, clock, log, true);
   // 40 waiting and 200 running on 10 replicas: a batch of 20 each, plus the queue target of 4 ->
@@ -775,7 +772,7 @@ TEST(Scaler, ARestartedScalerRebuildsTheRecurringLoadFromPrometheus) {
   // Without it (a source that keeps no history, or one that fails), the job meets one replica.
   for (const std::string& fail : {std::string("running"), std::string("none")}) {
     SimulatedClock again(started);
-    HourlyJobSource failing(again);
+    HourlyJobSource failing;
     failing.fail_range = fail;
     std::vector<std::string> lines;
     auto [n, why, text] = run(failing, again, lines, fail != "none");
@@ -838,7 +835,7 @@ TEST(Scaler, AReloadRebuildsTheHistoryOfAServiceAddedOrReshaped) {
       decoded.push_back(*std::move(c));
     }
     SimulatedClock clock(hour + absl::Minutes(20));
-    HourlyJobSource prom(clock);
+    HourlyJobSource prom;
     Scaler scaler(decoded[0], prom, clock,
                   [&](const std::string& line) { out.log.push_back(line); });
     scaler.PollOnce();
@@ -928,6 +925,66 @@ TEST(Scaler, AReloadRebuildsTheHistoryOfAServiceAddedOrReshaped) {
   EXPECT_EQ(gone.reloaded, "chat removed");
   EXPECT_TRUE(gone.ranges.empty());
   EXPECT_EQ(gone.replicas, -1);
+}
+
+// Two replicas of the scaler behind one Service (KEDA's channel sends each call to either)
+// decide alike: each poll decides for the last multiple of the poll interval (PollInstant),
+// whenever in the interval it runs, and a replica started later replays from the range queries
+// the instants the other polled. Replica A runs from 12:27 (its history rebuilt); B starts at
+// 12:34:02.7, inside the hourly job, and again at 12:47:01.3 (a restart, within the hold after
+// the job); each interval A polls 0.4 s and B 3.1 s into it. Through 13:45, over the next job,
+// both give the same count at every poll once B's history is rebuilt: the polls B made before
+// (the first) are replayed onto it.
+TEST(Scaler, ReplicasPollingTheSamePrometheusDecideAlike) {
+  absl::StatusOr<ScalerConfig> config = ConfigWith(
+      "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready}\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const absl::Time hour =
+      absl::FromUnixSeconds(int64_t{1764700000} / 3600 * 3600) + absl::Hours(12);
+  HourlyJobSource prom;
+  SimulatedClock clock(hour + absl::Minutes(27) + absl::Milliseconds(400));
+  Scaler a(*config, prom, clock);
+  a.PollAt(a.PollInstant(clock.Now()));
+  a.Backfill();
+  std::unique_ptr<Scaler> b;
+  int compared = 0, differed = 0, changes = 0, last = -1;
+  std::string first_difference;
+  for (absl::Time grid = hour + absl::Minutes(27); grid < hour + absl::Minutes(105);
+       grid += absl::Seconds(5)) {
+    clock.Advance(grid + absl::Milliseconds(400) - clock.Now());
+    a.PollAt(a.PollInstant(clock.Now()));
+    ASSERT_EQ(a.View("chat")->decided_at, grid);
+    bool started = false;
+    for (const absl::Time start : {hour + absl::Minutes(34) + absl::Milliseconds(2700),
+                                   hour + absl::Minutes(47) + absl::Milliseconds(1300)}) {
+      if (grid + absl::Milliseconds(400) < start && start < grid + absl::Seconds(5)) {
+        clock.Advance(start - clock.Now());
+        // As ServeScaler starts: the first poll at once, then the history.
+        b = std::make_unique<Scaler>(*config, prom, clock);
+        b->PollAt(b->PollInstant(clock.Now()));
+        b->Backfill();
+        started = true;
+      }
+    }
+    // B's first poll comes before its history (as ServeScaler's does): it holds the count the
+    // service runs (here `ready`, which this source does not let follow A's decision).
+    if (b == nullptr || started) continue;
+    clock.Advance(grid + absl::Milliseconds(3100) - clock.Now());
+    b->PollAt(b->PollInstant(clock.Now()));
+    const ScalerView va = *a.View("chat"), vb = *b->View("chat");
+    ++compared;
+    changes += va.replicas != last ? 1 : 0;
+    last = va.replicas;
+    if (va.replicas != vb.replicas || va.decided_at != vb.decided_at) {
+      if (differed++ == 0) {
+        first_difference = absl::StrCat(absl::FormatTime(grid), ": A ", va.replicas, " (",
+                                        va.reason, "), B ", vb.replicas, " (", vb.reason, ")");
+      }
+    }
+  }
+  EXPECT_EQ(differed, 0) << "of " << compared << "; first: " << first_difference;
+  EXPECT_EQ(compared, 71 * 12 - 2);  // 12:34:05 to 13:44:55, but 12:47:00
+  EXPECT_GE(changes, 4) << "the job came and went: scale-ups and downs compared";
 }
 
 // A scaler stopped (the pod's SIGTERM in a rollout) while its backfill waits on a slow range

@@ -31,7 +31,7 @@ using ::testing::HasSubstr;
 
 class FixedSource final : public MetricSource {
  public:
-  absl::StatusOr<PromValue> Query(const std::string&) override {
+  absl::StatusOr<PromValue> Query(const std::string&, absl::Time) override {
     PromValue v;
     v.value = 0;
     v.sampled = absl::Now();

@@ -257,10 +257,23 @@ absl::StatusOr<HttpResponse> PromClient::Get(const std::string& path, const std:
   return r;
 }
 
-absl::StatusOr<PromValue> PromClient::Query(const std::string& promql) const {
-  TESSERA_ASSIGN_OR_RETURN(
-      HttpResponse r,
-      Get("/api/v1/query", absl::StrCat("query=", UrlEscape(promql)), config_.timeout_ms));
+namespace {
+
+// A time as Prometheus' API takes it: Unix seconds with the milliseconds it keeps.
+std::string PromTime(absl::Time t) {
+  return absl::StrFormat("%.3f", static_cast<double>(absl::ToUnixMillis(t)) / 1e3);
+}
+
+}  // namespace
+
+absl::StatusOr<PromValue> PromClient::Query(const std::string& promql,
+                                            std::optional<absl::Time> at) const {
+  if (at.has_value() && (*at == absl::InfinitePast() || *at == absl::InfiniteFuture())) {
+    return absl::InvalidArgumentError("Prometheus query: expected a finite evaluation time");
+  }
+  std::string params = absl::StrCat("query=", UrlEscape(promql));
+  if (at.has_value()) absl::StrAppend(&params, "&time=", PromTime(*at));
+  TESSERA_ASSIGN_OR_RETURN(HttpResponse r, Get("/api/v1/query", params, config_.timeout_ms));
   return ParsePromResponse(r.status, r.body);
 }
 
@@ -277,19 +290,18 @@ absl::StatusOr<PromSeries> PromClient::QueryRange(const std::string& promql, abs
   start = absl::FromUnixMillis(absl::ToUnixMillis(start));
   PromSeries series{start, step, {}};
   series.points.reserve(static_cast<size_t>(count));
-  auto seconds = [](absl::Time t) { return absl::StrFormat("%.3f", absl::ToUnixMillis(t) / 1e3); };
   for (int64_t done = 0; done < count;) {
     if (cancel != nullptr && cancel->load()) {
       return absl::CancelledError("Prometheus range query: cancelled");
     }
     const int64_t n = std::min<int64_t>(kMaxRangePoints, count - done);
     const absl::Time from = start + done * step;
-    TESSERA_ASSIGN_OR_RETURN(HttpResponse r,
-                             Get("/api/v1/query_range",
-                                 absl::StrCat("query=", UrlEscape(promql), "&start=", seconds(from),
-                                              "&end=", seconds(from + (n - 1) * step), "&step=",
-                                              absl::StrFormat("%.3f", absl::ToDoubleSeconds(step))),
-                                 config_.range_timeout_ms, cancel));
+    TESSERA_ASSIGN_OR_RETURN(
+        HttpResponse r, Get("/api/v1/query_range",
+                            absl::StrCat("query=", UrlEscape(promql), "&start=", PromTime(from),
+                                         "&end=", PromTime(from + (n - 1) * step), "&step=",
+                                         absl::StrFormat("%.3f", absl::ToDoubleSeconds(step))),
+                            config_.range_timeout_ms, cancel));
     TESSERA_ASSIGN_OR_RETURN(std::vector<std::optional<double>> part,
                              ParsePromRangeResponse(r.status, r.body, from, step, n));
     series.points.insert(series.points.end(), part.begin(), part.end());

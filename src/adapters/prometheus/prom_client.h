@@ -96,7 +96,10 @@ class PromClient {
   // must outlive the client.
   explicit PromClient(PromConfig config, const Clock* clock = nullptr);
   const PromConfig& config() const { return config_; }
-  absl::StatusOr<PromValue> Query(const std::string& promql) const;
+  // Evaluated at `at` (Prometheus' `time` parameter, kept to milliseconds), or at Prometheus'
+  // own now when not given: two scalers asking for the same time get the same answer.
+  absl::StatusOr<PromValue> Query(const std::string& promql,
+                                  std::optional<absl::Time> at = std::nullopt) const;
   // `count` steps from `start` (both kept to milliseconds, as Prometheus does). Once *cancel is
   // set, a request in flight stops within about a second (Cancelled) and no further one is sent.
   absl::StatusOr<PromSeries> QueryRange(const std::string& promql, absl::Time start,

@@ -71,6 +71,7 @@ class FakePrometheus {
         {
           std::lock_guard<std::mutex> l(mu_);
           last_query_ = q;
+          last_time_ = req.has_param("time") ? req.get_param_value("time") : "(none)";
         }
         if (q == "slow") {
           std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -93,10 +94,15 @@ class FakePrometheus {
     std::lock_guard<std::mutex> l(mu_);
     return last_query_;
   }
+  std::string last_time() {  // the `time` parameter, or "(none)"
+    std::lock_guard<std::mutex> l(mu_);
+    return last_time_;
+  }
 
  private:
   std::mutex mu_;           // the server answers on several threads at once
   std::string last_query_;  // guarded by mu_
+  std::string last_time_;   // guarded by mu_
   std::map<std::string, std::pair<int, std::string>> answers_;
   std::unique_ptr<testing::LocalHttpServer> server_;  // last: stopped before the answers go
 };
@@ -109,6 +115,14 @@ TEST(PromClient, EveryOutcome) {
   EXPECT_EQ(v->value, 17);
   EXPECT_FALSE(v->empty);
   EXPECT_EQ(absl::ToUnixMillis(v->sampled), 1764700000123);
+  EXPECT_EQ(fake.last_time(), "(none)");  // at Prometheus' own now
+
+  // At a time asked for, to its milliseconds (finer is dropped, as Prometheus keeps).
+  v = prom.Query("one", absl::FromUnixMicros(int64_t{1764700005} * 1000000 + 42999));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(fake.last_time(), "1764700005.042");
+  EXPECT_EQ(prom.Query("one", absl::InfiniteFuture()).status().code(),
+            absl::StatusCode::kInvalidArgument);
 
   v = prom.Query("empty");
   ASSERT_TRUE(v.ok());
