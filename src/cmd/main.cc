@@ -243,6 +243,11 @@ int Main(int argc, char** argv) {
                      "start, comma-separated (30m+10m,2h+5m): tessera holds on missing data and "
                      "answers UNAVAILABLE, keda-queue's trigger fails, KEDA's fallback applies "
                      "(--keda-fallback); hpa-cpu reads the metrics server and is unaffected");
+  sim_as->add_option("--scaler-outage", simf.scaler_outages,
+                     "No tessera scaler replica reachable during these spans, START+LENGTH as "
+                     "--outage (one replica on a failed node until its pod runs elsewhere): KEDA's "
+                     "fallback never applies (kedacore/keda#8056), HPA keeps the count, nothing "
+                     "wakes from zero; tessera only");
   sim_as->add_option("--keda-fallback", simf.keda_fallback,
                      "The ScaledObjects' fallback in an --outage: none (HPA keeps the count), or "
                      "replicas=N,behavior=B,failureThreshold=N with B static, currentReplicas, "

@@ -152,6 +152,17 @@ std::vector<sim::PolicySpec> Grid(const sim::PolicySpec& base, bool sweep, doubl
   return out;
 }
 
+// "20m for 30m, 2h for 5m", for the header.
+std::string Spans(const std::vector<sim::Outage>& outages) {
+  std::vector<std::string> spans;
+  spans.reserve(outages.size());
+  for (const sim::Outage& o : outages) {
+    spans.push_back(absl::StrCat(absl::FormatDuration(absl::Seconds(o.start_s)), " for ",
+                                 absl::FormatDuration(absl::Seconds(o.length_s))));
+  }
+  return absl::StrJoin(spans, ", ");
+}
+
 std::string ParamText(const sim::SimResult& r) {
   if (r.policy == "tessera") {
     std::string text =
@@ -348,6 +359,13 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     absl::StatusOr<std::vector<sim::Outage>> parsed = sim::ParseOutages(f.outages);
     if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
     outages = *std::move(parsed);
+  }
+  std::vector<sim::Outage> scaler_outages;
+  if (!f.scaler_outages.empty()) {
+    absl::StatusOr<std::vector<sim::Outage>> parsed =
+        sim::ParseOutages(f.scaler_outages, "--scaler-outage");
+    if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
+    scaler_outages = *std::move(parsed);
   }
   sim::KedaFallback fallback;
   if (!f.keda_fallback.empty()) {
@@ -556,6 +574,7 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
   opt.scaler_backfill = backfill;
   opt.end_s = trace_end;
   opt.outages = outages;
+  opt.scaler_outages = scaler_outages;
   opt.fallback = fallback;
   if (requests.empty()) {
     // An idle service is a result (what its floor of replicas costs: bench/servegen-frontiers
@@ -721,16 +740,16 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
         opt.scaler_backfill ? "rebuilt from Prometheus" : "lost");
   }
   if (!outages.empty()) {
-    std::vector<std::string> spans;
-    spans.reserve(outages.size());
-    for (const sim::Outage& o : outages) {
-      spans.push_back(absl::StrCat(absl::FormatDuration(absl::Seconds(o.start_s)), " for ",
-                                   absl::FormatDuration(absl::Seconds(o.length_s))));
-    }
     std::printf(
         "Prometheus unreachable from %s (tessera and keda-queue read it through KEDA; KEDA's "
         "fallback: %s)\n",
-        absl::StrJoin(spans, ", ").c_str(), fallback.ToString().c_str());
+        Spans(outages).c_str(), fallback.ToString().c_str());
+  }
+  if (!scaler_outages.empty()) {
+    std::printf(
+        "no tessera scaler replica reachable from %s (KEDA's fallback never applies then, "
+        "kedacore/keda#8056: HPA keeps the count, nothing wakes from zero)\n",
+        Spans(scaler_outages).c_str());
   }
   int params_width = 32;
   for (const sim::SimResult& r : results) {
@@ -924,13 +943,18 @@ int RunSimAutoscale(const SimAutoscaleFlags& f) {
     j["runs"] = nlohmann::json::array();
     for (const sim::SimResult& r : results) j["runs"].push_back(RunJson(r));
     if (recommend > 0) j["recommendation"] = recommendation;
-    if (!outages.empty()) {
-      j["outages"] = nlohmann::json::array();
-      for (const sim::Outage& o : outages) {
-        j["outages"].push_back({{"start_s", o.start_s}, {"length_s", o.length_s}});
+    auto spans = [](const std::vector<sim::Outage>& list) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const sim::Outage& o : list) {
+        out.push_back({{"start_s", o.start_s}, {"length_s", o.length_s}});
       }
+      return out;
+    };
+    if (!outages.empty()) {
+      j["outages"] = spans(outages);
       j["keda_fallback"] = fallback.ToString();
     }
+    if (!scaler_outages.empty()) j["scaler_outages"] = spans(scaler_outages);
     if (absl::Status s = adapters::WriteFileAtomically(f.json_file, j.dump(1) + "\n"); !s.ok()) {
       return Fail(std::string(s.message()));
     }

@@ -32,6 +32,8 @@ struct SimAutoscaleFlags {
   // fallback in them ("" = deploy/scaler/scaledobject.yaml's).
   std::string outages;
   std::string keda_fallback;
+  // No replica of the scaler reachable ("30m+7m": START+LENGTH; "" = none).
+  std::string scaler_outages;
   // tessera's knobs from one service of a `tessera scaler` config (kind ScalerConfig) instead of
   // the defaults and the flags above; `service` may be left out when the config has one.
   std::string config_file;

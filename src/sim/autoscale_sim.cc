@@ -228,7 +228,7 @@ std::string KedaFallback::ToString() const {
                       ",failureThreshold=", failure_threshold);
 }
 
-absl::StatusOr<std::vector<Outage>> ParseOutages(const std::string& text) {
+absl::StatusOr<std::vector<Outage>> ParseOutages(const std::string& text, const std::string& flag) {
   std::vector<Outage> out;
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     const std::pair<absl::string_view, absl::string_view> se = absl::StrSplit(part, '+');
@@ -236,7 +236,7 @@ absl::StatusOr<std::vector<Outage>> ParseOutages(const std::string& text) {
     if (!absl::ParseDuration(se.first, &start) || !absl::ParseDuration(se.second, &length) ||
         start < absl::ZeroDuration() || length <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--outage ", text, ": ", part,
+          flag, " ", text, ": ", part,
           ": expected START+LENGTH from the replay's start, such as 30m+10m (LENGTH above 0)"));
     }
     out.push_back({absl::ToDoubleSeconds(start), absl::ToDoubleSeconds(length)});
@@ -246,7 +246,7 @@ absl::StatusOr<std::vector<Outage>> ParseOutages(const std::string& text) {
   for (size_t i = 1; i < out.size(); ++i) {
     if (out[i].start_s < out[i - 1].start_s + out[i - 1].length_s) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--outage ", text, ": two outages overlap (merge them into one)"));
+          absl::StrCat(flag, " ", text, ": two outages overlap (merge them into one)"));
     }
   }
   return out;
@@ -527,6 +527,11 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
   auto prometheus_down = [&](double at) {
     return via_prometheus && !opt.outages.empty() && InOutage(opt.outages, at);
   };
+  // No scaler replica reachable: neither GetMetrics nor IsActive is answered.
+  auto scaler_down = [&](double at) {
+    return spec.kind == "tessera" && !opt.scaler_outages.empty() &&
+           InOutage(opt.scaler_outages, at);
+  };
   int failed_reads = 0;
   bool tessera_fresh = true;  // whether tessera's latest decision had its data (GetMetrics OK)
   // HPA's replicas once a read of the metric failed: nullopt while it keeps the count (no
@@ -747,17 +752,24 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
           restarted = false;
           tessera_decision = tessera_decide(t, waiting, running, ready, starting_n);
         }
-        if (tessera_fresh) failed_reads = 0;
-        if (current >= 1 && !tessera_fresh) {
+        if (scaler_down(t)) {
+          // GetMetricSpec fails before GetMetrics is asked: no metric, and no failed read counted
+          // (kedacore/keda#8056). HPA keeps the count.
+        } else if (!tessera_fresh) {
           // GetMetrics answers UNAVAILABLE: KEDA's fallback, or HPA keeps the count.
-          if (std::optional<int> n = fallback_replicas(current)) {
-            set_replicas(hpa.Apply(current, *n, static_cast<double>(*n) / current, t), t);
+          if (current >= 1) {
+            if (std::optional<int> n = fallback_replicas(current)) {
+              set_replicas(hpa.Apply(current, *n, static_cast<double>(*n) / current, t), t);
+            }
           }
-        } else if (current >= 1 && tessera_decision >= 1) {
-          // HPA with target AverageValue 1: desired = the metric (Tessera's count).
-          set_replicas(hpa.Apply(current, tessera_decision,
-                                 static_cast<double>(tessera_decision) / current, t),
-                       t);
+        } else {
+          failed_reads = 0;
+          if (current >= 1 && tessera_decision >= 1) {
+            // HPA with target AverageValue 1: desired = the metric (Tessera's count).
+            set_replicas(hpa.Apply(current, tessera_decision,
+                                   static_cast<double>(tessera_decision) / current, t),
+                         t);
+          }
         }
       } else if (current >= 1 && prometheus_down(t)) {
         // keda-queue's Prometheus trigger fails: KEDA's fallback, or HPA keeps the count (its
@@ -788,7 +800,8 @@ SimResult Simulate(const std::vector<SimRequest>& requests, const ServingModel& 
       next_poll += poll_period;
       // keda-queue's trigger fails its activity check: KEDA neither wakes the service nor counts
       // down to zero (at zero, no fallback either: kedacore/keda#7239).
-      const bool check_failed = spec.kind == "keda-queue" && prometheus_down(t);
+      // Nor when no scaler replica answers IsActive.
+      const bool check_failed = (spec.kind == "keda-queue" && prometheus_down(t)) || scaler_down(t);
       // KEDA: IsActive each polling interval; 0 -> 1 on activity, -> 0 after the cooldown.
       bool active = spec.kind == "tessera" ? tessera_decision > 0 : waiting > 0;
       if (spec.kind == "tessera" && current == 0 && decide_period <= 0) {

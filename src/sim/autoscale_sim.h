@@ -105,15 +105,16 @@ struct KedaFallback {
   std::string ToString() const;
 };
 
-// A span during which Prometheus does not answer (down, unreachable, or the scaler itself down):
-// every read of the policies that go through it (tessera's queries, keda-queue's Prometheus
-// trigger) fails.
+// A span during which something does not answer: Prometheus (every read of the policies that go
+// through it fails: tessera's queries, keda-queue's Prometheus trigger), or the scaler itself.
 struct Outage {
   double start_s = 0;
   double length_s = 0;
 };
-// "30m+10m,2h+5m": each START+LENGTH from the replay's start, in Go duration syntax.
-absl::StatusOr<std::vector<Outage>> ParseOutages(const std::string& text);
+// "30m+10m,2h+5m": each START+LENGTH from the replay's start, in Go duration syntax; errors name
+// `flag`.
+absl::StatusOr<std::vector<Outage>> ParseOutages(const std::string& text,
+                                                 const std::string& flag = "--outage");
 
 struct SimOptions {
   double cold_start_s = 60;
@@ -155,6 +156,13 @@ struct SimOptions {
   // server), fixed and clairvoyant are unaffected.
   std::vector<Outage> outages;
   KedaFallback fallback;
+  // No replica of the scaler reachable during these spans (one replica on a failed node, until
+  // its pod runs elsewhere; sorted by start): KEDA's GetMetricSpec fails before GetMetrics is
+  // asked, so its fallback never counts (kedacore/keda#8056). HPA reads no metric and keeps the
+  // count; IsActive fails, so nothing wakes from zero and nothing counts down to it. The scaler's
+  // decisions go on unseen (on its return it rebuilds its history and replays its polls, as one
+  // that ran all along), and reach HPA again after the span. tessera only.
+  std::vector<Outage> scaler_outages;
 };
 
 // The `clairvoyant` reference: not a policy anyone can deploy (it reads the trace's future

@@ -245,17 +245,35 @@ TEST(AutoscaleSim, TheFallbackWaitsForMoreFailedReadsThanItsThreshold) {
 // have), so KEDA wakes the service, and currentReplicasIfHigher lifts it to the fallback's 2;
 // keda-queue's failing trigger wakes nothing (kedacore/keda#7239), not even for a request that
 // arrives in the outage.
+// Ten seconds of requests, then one at 2,000 s, to a service tessera has taken to zero by then
+// (idle timeout 2 minutes); runs end at 4,000 s.
+struct AtZero {
+  std::vector<SimRequest> reqs = [] {
+    std::vector<SimRequest> r = Steady(10, 1, 0.2);
+    r.push_back({2000, 0.2, 0.001});
+    return r;
+  }();
+  SimOptions calm = [] {
+    SimOptions o;
+    o.end_s = 4000;
+    return o;
+  }();
+  PolicySpec tessera = [] {
+    PolicySpec p;
+    p.kind = "tessera";
+    p.tessera.idle_timeout = absl::Minutes(2);
+    return p;
+  }();
+};
+
 TEST(AutoscaleSim, AnOutageWakesTesseraFromZeroAndLeavesKedaQueueThere) {
   ServingModel m;
-  std::vector<SimRequest> reqs = Steady(10, 1, 0.2);
-  reqs.push_back({2000, 0.2, 0.001});
-  SimOptions calm;
-  calm.end_s = 4000;
+  const AtZero z;
+  const std::vector<SimRequest>& reqs = z.reqs;
+  const SimOptions& calm = z.calm;
   SimOptions down = calm;
   down.outages = {{1800, 600}};
-  PolicySpec t;
-  t.kind = "tessera";
-  t.tessera.idle_timeout = absl::Minutes(2);
+  const PolicySpec& t = z.tessera;
   const SimResult t_calm = Simulate(reqs, m, calm, t);
   const SimResult t_down = Simulate(reqs, m, down, t);
   // Woken within a KEDA poll (1,810 s), 2 replicas from the fourth failed read (1,860 s) at
@@ -278,6 +296,50 @@ TEST(AutoscaleSim, AnOutageWakesTesseraFromZeroAndLeavesKedaQueueThere) {
   EXPECT_GT(k_down.p99_wait_s, 400);
   EXPECT_GT(t_calm.p99_wait_s, 60);
   EXPECT_LT(t_down.p99_wait_s, 1);
+}
+
+// No scaler replica reachable (--scaler-outage): KEDA's fallback never counts
+// (kedacore/keda#8056), so unlike a Prometheus outage nothing is raised to fallback.replicas and
+// nothing wakes from zero: the request at 2,000 s waits for the span's end (2,400 s). HPA keeps
+// the count it had, through a lull in which Tessera would have released replicas. keda-queue
+// does not go through the scaler.
+TEST(AutoscaleSim, AnUnreachableScalerGetsNoFallbackAndWakesNothing) {
+  ServingModel m;
+  const AtZero z;
+  const std::vector<SimRequest>& reqs = z.reqs;
+  const SimOptions& calm = z.calm;
+  SimOptions prom_down = calm;
+  prom_down.outages = {{1800, 600}};
+  SimOptions scaler_down = calm;
+  scaler_down.scaler_outages = {{1800, 600}};
+  const PolicySpec& t = z.tessera;
+  const SimResult t_calm = Simulate(reqs, m, calm, t);
+  const SimResult t_prom = Simulate(reqs, m, prom_down, t);
+  const SimResult t_gone = Simulate(reqs, m, scaler_down, t);
+  EXPECT_EQ(t_prom.peak_replicas, 2);  // the fallback's 2, from the fourth failed read
+  EXPECT_EQ(t_gone.peak_replicas, 1);
+  EXPECT_LT(t_prom.p99_wait_s, 1);  // woken by IsActive, which stays true on missing data
+  EXPECT_GT(t_gone.p99_wait_s, 400);
+  EXPECT_EQ(t_gone.cold_starts, t_calm.cold_starts);  // the same wake-up, 400 s late
+
+  // 20 minutes of load (10 replicas busy), then a lull from 1,200 s: Tessera releases its
+  // replicas after its 2-minute window and goes to zero after the idle timeout; with the scaler
+  // unreachable from 1,190 s to 2,390 s, HPA keeps them all, over 3 GPU-hours more (1.65 more
+  // had HPA followed Tessera down, with only KEDA's count to zero stopped).
+  std::vector<SimRequest> busy = Steady(1200, 0.05, 0.5);
+  SimOptions lull_gone = calm;
+  lull_gone.scaler_outages = {{1190, 1200}};
+  PolicySpec quick = t;
+  quick.tessera.scale_down_window = absl::Minutes(2);
+  const SimResult b_calm = Simulate(busy, m, calm, quick);
+  const SimResult b_gone = Simulate(busy, m, lull_gone, quick);
+  EXPECT_GT(b_gone.gpu_hours, b_calm.gpu_hours + 3);
+
+  PolicySpec k;
+  k.kind = "keda-queue";
+  EXPECT_EQ(Simulate(reqs, m, scaler_down, k).gpu_hours, Simulate(reqs, m, calm, k).gpu_hours);
+  EXPECT_THAT(ParseOutages("5m", "--scaler-outage").status().message(),
+              HasSubstr("--scaler-outage 5m: 5m: expected START+LENGTH"));
 }
 
 TEST(AutoscaleSim, OutagesAndFallbacksAreReadAsWrittenAndRefusedWithTheReason) {

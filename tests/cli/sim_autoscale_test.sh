@@ -658,4 +658,23 @@ check "a fallback without an outage is refused" grep -q -- '--keda-fallback: nee
 "$TESSERA" sim autoscale --trace "$WORK/trace.csv" --outage 1m+1m --keda-fallback behavior=Static \
   2>"$WORK/err" >/dev/null
 check "a behavior KEDA does not have is refused" grep -q -- '--keda-fallback behavior=Static: behavior=Static: expected static, currentReplicas' "$WORK/err"
+# No scaler replica reachable: the header says it, the JSON records it, tessera's run changes
+# and hpa-cpu's does not; a bad span is refused naming the flag.
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera,hpa-cpu \
+  --duration 4m --json "$WORK/no-outage.json" >/dev/null 2>&1
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --rate-scale 8 --policy tessera,hpa-cpu \
+  --duration 4m --scaler-outage 60s+2m --json "$WORK/scaler-outage.json" >"$WORK/so.out" 2>&1
+check "a scaler outage run exits 0" test $? = 0
+check "and says it" grep -q "^no tessera scaler replica reachable from 1m for 2m (KEDA's fallback never applies then, kedacore/keda#8056: HPA keeps the count, nothing wakes from zero)" "$WORK/so.out"
+check "the JSON records it; only tessera's run changes" python3 -c "
+import json
+o = json.load(open('$WORK/scaler-outage.json'))
+h = json.load(open('$WORK/no-outage.json'))
+assert o['scaler_outages'] == [{'start_s': 60, 'length_s': 120}], o['scaler_outages']
+assert 'outages' not in o
+t = lambda d, k: [r for r in d['runs'] if r['policy'] == k][0]
+assert t(o, 'hpa-cpu') == t(h, 'hpa-cpu')
+assert t(o, 'tessera') != t(h, 'tessera')"
+"$TESSERA" sim autoscale --trace "$WORK/trace.csv" --scaler-outage 1m 2>"$WORK/err" >/dev/null
+check "a scaler outage without a length is refused" grep -q -- "--scaler-outage 1m: 1m: expected START+LENGTH" "$WORK/err"
 finish sim_autoscale_test
