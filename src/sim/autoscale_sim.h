@@ -160,8 +160,9 @@ struct SimOptions {
   // its pod runs elsewhere; sorted by start): KEDA's GetMetricSpec fails before GetMetrics is
   // asked, so its fallback never counts (kedacore/keda#8056). HPA reads no metric and keeps the
   // count; IsActive fails, so nothing wakes from zero and nothing counts down to it. The scaler's
-  // decisions go on unseen (on its return it rebuilds its history and replays its polls, as one
-  // that ran all along), and reach HPA again after the span. tessera only.
+  // decisions go on unseen (on its return it rebuilds its history from Prometheus, which covers
+  // the span, as one that ran all along would have it), and reach HPA again after the span.
+  // tessera only.
   std::vector<Outage> scaler_outages;
 };
 

@@ -475,7 +475,8 @@ std::string Scaler::MetricsText() const {
       "missing or stale data (GetMetrics is UNAVAILABLE, KEDA's fallback applies).",
       [&](const ServiceConfig& cfg, const Shown& s) { return FreshAt(s.view, cfg, now) ? 1 : 0; });
   per_service("tessera_scaler_last_poll_timestamp_seconds", "gauge",
-              "When the service's queries were last run (Unix time).",
+              "The instant the service's last poll decided for (Unix time): the poll's "
+              "multiple of pollInterval, less queryOffset.",
               [](const ServiceConfig&, const Shown& s) {
                 return absl::StrFormat("%.3f", absl::ToUnixMillis(s.view.decided_at) / 1e3);
               });
