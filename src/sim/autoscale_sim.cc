@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "autoscale/kube_defaults.h"
 #include "base/clock.h"
 #include "base/memory.h"
 #include "base/parallel.h"
@@ -22,10 +23,10 @@ namespace {
 
 // Kubernetes' and KEDA's rules, shared by the two emulated baselines and by the HPA that
 // applies Tessera's metric.
-constexpr double kHpaSyncS = 15;
-constexpr double kHpaDownWindowS = 300;
-constexpr double kKedaCooldownS = 300;
-constexpr double kKedaPollS = 30;
+constexpr double kHpaSyncS = autoscale::kHpaSyncS;
+constexpr double kHpaDownWindowS = autoscale::kHpaScaleDownWindowS;
+constexpr double kKedaCooldownS = autoscale::kKedaCooldownPeriodS;
+constexpr double kKedaPollS = autoscale::kKedaPollingIntervalS;
 // What deploy/scaler ships: KEDA polls Tessera every 10 s and cools down 30 s before zero
 // (Tessera's own idle timeout has already waited); HPA behavior without windows.
 constexpr double kTesseraPollS = 10;

@@ -11,17 +11,16 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "adapters/k8s/yaml_reader.h"
+#include "autoscale/kube_defaults.h"
 
 namespace tessera::adapters {
 namespace {
 
-// KEDA's and HPA's defaults for what a ScaledObject leaves out (keda-docs scaledobject-spec,
-// Kubernetes' HorizontalPodAutoscaler behavior).
-constexpr int64_t kKedaPollingIntervalS = 30;
-constexpr int64_t kKedaCooldownPeriodS = 300;
-constexpr int64_t kKedaMaxReplicaCount = 100;
-constexpr int64_t kHpaScaleDownWindowS = 300;
-constexpr double kHpaSyncS = 15;
+using autoscale::kHpaScaleDownWindowS;
+using autoscale::kKedaCooldownPeriodS;
+using autoscale::kKedaMaxReplicaCount;
+using autoscale::kKedaPollingIntervalS;
+constexpr double kHpaSyncS = autoscale::kHpaSyncS;
 
 // One direction of HPA's behavior: the most replicas it lets a sync go to (up) or the fewest
 // (down) from `current`, by its policies and selectPolicy, as kube-controller-manager computes

@@ -29,7 +29,7 @@ Scaler::Scaler(ScalerConfig config, MetricSource& source, const Clock& clock, Lo
   for (const ServiceConfig& s : config_->services) {
     Service& svc = services_[s.name];
     svc.shown.view.reason = "no poll yet";
-    svc.recording = config_->backfill;
+    if (config_->backfill) svc.pending.emplace();
   }
 }
 
@@ -52,7 +52,7 @@ absl::StatusOr<std::string> Scaler::Reload(ScalerConfig next) {
     if (was == nullptr) {
       Service& svc = services_[s.name];
       svc.shown.view.reason = "no poll yet (added by a config reload)";
-      svc.recording = fresh->backfill;
+      if (fresh->backfill) svc.pending.emplace();
       changes.push_back(absl::StrCat(s.name, " added"));
       if (fresh->backfill) {
         to_rebuild_[s.name] = Rebuild::kWhole;
@@ -139,10 +139,19 @@ void Scaler::PollAt(absl::Time at) {
   ForEachService([this, at](const ServiceConfig& cfg) { return PollService(cfg, at); });
 }
 
+namespace {
+
+// The last multiple of `period` since the Unix epoch at or before `t`: the instants every replica
+// polls and replays at.
+absl::Time LastMultiple(absl::Time t, absl::Duration period) {
+  return absl::UnixEpoch() + absl::Floor(t - absl::UnixEpoch(), period);
+}
+
+}  // namespace
+
 absl::Time Scaler::PollInstant(absl::Time now) const {
   const std::shared_ptr<const ScalerConfig> c = config();
-  return absl::UnixEpoch() + absl::Floor(now - absl::UnixEpoch(), c->poll_interval) -
-         c->query_offset;
+  return LastMultiple(now, c->poll_interval) - c->query_offset;
 }
 
 namespace {
@@ -184,12 +193,11 @@ std::string Scaler::PollService(const ServiceConfig& cfg, absl::Time at) {
   auto found = services_.find(cfg.name);
   if (found == services_.end()) return "";  // removed by a reload while its queries ran
   Service& svc = found->second;
-  if (svc.recording) {
-    if (svc.pending.size() < kMaxPending) {
-      svc.pending.emplace_back(at, s);
+  if (svc.pending.has_value()) {
+    if (svc.pending->size() < kMaxPending) {
+      svc.pending->emplace_back(at, s);
     } else {
-      svc.recording = false;
-      svc.pending = {};
+      svc.pending.reset();
     }
   }
   autoscale::Decision d = autoscale::DecideReplicas(cfg.policy, s, svc.state, at);
@@ -238,14 +246,12 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
   // the poll interval): the live polls take it from there, and a replica started later replays
   // what one running since saw.
   const int64_t count = autoscale::HistoryToRebuild(cfg.policy) / step;
-  const absl::Time start = absl::UnixEpoch() + absl::Floor(clock_.Now() - absl::UnixEpoch(), step) -
-                           config()->query_offset - count * step;
+  const absl::Time start = LastMultiple(clock_.Now(), step) - config()->query_offset - count * step;
   auto stopped = [stop] { return stop != nullptr && stop->load(); };
   auto failed = [&](absl::string_view why) {
     MutexLock lock(&mu_);
     if (auto found = services_.find(cfg.name); found != services_.end()) {
-      found->second.recording = false;  // nothing to replay the polls onto
-      found->second.pending = {};
+      found->second.pending.reset();  // nothing to replay the polls onto
     }
     return absl::StrCat(cfg.name, ": history not rebuilt (", why, "); it builds up from now");
   };
@@ -300,9 +306,9 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
       // The polls since the start replayed onto a history that reaches the first of them: the
       // state of a scaler that had run all along, which another replica polling since holds too.
       // Otherwise (none yet, some given up, or a history that ends earlier) merged.
-      if (svc.recording && !svc.pending.empty() &&
-          past.last_fresh >= svc.pending.front().first - cfg.policy.stale_after) {
-        for (const auto& [at, signals] : svc.pending) {
+      if (svc.pending.has_value() && !svc.pending->empty() &&
+          past.last_fresh >= svc.pending->front().first - cfg.policy.stale_after) {
+        for (const auto& [at, signals] : *svc.pending) {
           if (at > last) autoscale::DecideReplicas(cfg.policy, signals, past, at);
         }
         svc.state = std::move(past);
@@ -313,8 +319,7 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
     } else {
       autoscale::MergeLoadHistory(cfg.policy, past, svc.state);
     }
-    svc.recording = false;
-    svc.pending = {};
+    svc.pending.reset();
   }
   std::string rebuilt = absl::StrFormat(
       "%s: %s rebuilt from Prometheus: %s from %s at %s steps, %.1f%% of them with the service's "
@@ -766,8 +771,7 @@ absl::Status ServeScaler(Scaler& scaler, const std::string& listen, const std::a
     if (clock.Now() >= next || slept >= 2 * cfg.poll_interval) {
       const absl::Time now = clock.Now();
       scaler.PollAt(scaler.PollInstant(now));
-      next = absl::UnixEpoch() + absl::Floor(now - absl::UnixEpoch(), cfg.poll_interval) +
-             cfg.poll_interval;
+      next = LastMultiple(now, cfg.poll_interval) + cfg.poll_interval;
       slept = absl::ZeroDuration();
     }
     std::this_thread::sleep_for(absl::ToChronoMilliseconds(tick));

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -161,10 +162,9 @@ class Scaler {
     Shown shown;
     // While its history is to be rebuilt (backfill on, from the start or from a reload that added
     // it): each poll's instant and signals, replayed onto the rebuilt history, so that the state
-    // becomes the one a scaler that had run all along holds. Given up past kMaxPending polls (the
-    // history is then merged as autoscale::MergeHistory can).
-    bool recording = false;
-    std::vector<std::pair<absl::Time, autoscale::Signals>> pending;
+    // becomes the one a scaler that had run all along holds. nullopt once rebuilt, or when given
+    // up past kMaxPending polls (the history is then merged as autoscale::MergeHistory can).
+    std::optional<std::vector<std::pair<absl::Time, autoscale::Signals>>> pending;
   };
   static constexpr size_t kMaxPending = 10000;
   // What a rebuild from Prometheus merges into a service's state: all that
