@@ -58,6 +58,22 @@ absl::StatusOr<std::string> Scaler::Reload(ScalerConfig next) {
         to_rebuild_[s.name] = Rebuild::kWhole;
         absl::StrAppend(&changes.back(), ", its history to be rebuilt");
       }
+    } else if (!was->SameQueries(s)) {
+      // What it learned (load history, batch, scale-down window, idle clock) came from other
+      // series: it starts afresh, as a scaler started with this config does (holding the
+      // replicas it finds for one scale-down window), and its history is rebuilt from the new
+      // series, the polls since replayed onto it.
+      Service& svc = services_[s.name];
+      svc.state = autoscale::AutoscaleState();
+      svc.pending.reset();
+      if (fresh->backfill) svc.pending.emplace();
+      changes.push_back(absl::StrCat(s.name, " changed its queries: what it learned is dropped"));
+      if (fresh->backfill) {
+        to_rebuild_[s.name] = Rebuild::kWhole;
+        absl::StrAppend(&changes.back(), ", its history to be rebuilt from the new queries");
+      } else {
+        absl::StrAppend(&changes.back(), ", it learns from now");
+      }
     } else if (was->settings != s.settings) {
       changes.push_back(absl::StrCat(s.name, " changed"));
       // The next decision moves the seasonal rule's history into a ring of the new span; a rule
@@ -190,9 +206,9 @@ std::string Scaler::PollService(const ServiceConfig& cfg, absl::Time at) {
         return Read(query, empty_is_zero, at, &problems, &failures);
       });
   MutexLock lock(&mu_);
-  auto found = services_.find(cfg.name);
-  if (found == services_.end()) return "";  // removed by a reload while its queries ran
-  Service& svc = found->second;
+  Service* const current = Current(cfg);
+  if (current == nullptr) return "";  // removed, or its queries changed, while they ran
+  Service& svc = *current;
   if (svc.pending.has_value()) {
     if (svc.pending->size() < kMaxPending) {
       svc.pending->emplace_back(at, s);
@@ -248,11 +264,18 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
   const int64_t count = autoscale::HistoryToRebuild(cfg.policy) / step;
   const absl::Time start = LastMultiple(clock_.Now(), step) - config()->query_offset - count * step;
   auto stopped = [stop] { return stop != nullptr && stop->load(); };
+  // When a reload removed the service meanwhile: nothing to say. When it changed the queries: the
+  // rebuild it asked for reads the new ones.
+  auto superseded = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return services_.count(cfg.name) == 0
+               ? std::string()
+               : absl::StrCat(cfg.name, ": history from the queries before the reload let go");
+  };
   auto failed = [&](absl::string_view why) {
     MutexLock lock(&mu_);
-    if (auto found = services_.find(cfg.name); found != services_.end()) {
-      found->second.pending.reset();  // nothing to replay the polls onto
-    }
+    Service* const svc = Current(cfg);
+    if (svc == nullptr) return superseded();
+    svc->pending.reset();  // nothing to replay the polls onto
     return absl::StrCat(cfg.name, ": history not rebuilt (", why, "); it builds up from now");
   };
   // A chunk of steps at a time, each query's answer replayed and let go (a month at 5 s
@@ -299,13 +322,14 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
   bool carried = false;
   {
     MutexLock lock(&mu_);
-    auto found = services_.find(cfg.name);
-    if (found == services_.end()) return "";  // removed by a reload meanwhile
-    Service& svc = found->second;
+    Service* const current = Current(cfg);
+    if (current == nullptr) return superseded();
+    Service& svc = *current;
     if (what == Rebuild::kWhole) {
-      // The polls since the start replayed onto a history that reaches the first of them: the
-      // state of a scaler that had run all along, which another replica polling since holds too.
-      // Otherwise (none yet, some given up, or a history that ends earlier) merged.
+      // The polls since the start (or the reload) replayed onto a history that reaches the first
+      // of them: the state of a scaler that had run all along, which another replica polling
+      // since holds too. Otherwise (none yet, some given up, or a history that ends earlier)
+      // merged.
       if (svc.pending.has_value() && !svc.pending->empty() &&
           past.last_fresh >= svc.pending->front().first - cfg.policy.stale_after) {
         for (const auto& [at, signals] : *svc.pending) {
@@ -361,6 +385,13 @@ std::string LabelValue(absl::string_view v) {
 }
 
 }  // namespace
+
+Scaler::Service* Scaler::Current(const ServiceConfig& cfg) {
+  auto found = services_.find(cfg.name);
+  const ServiceConfig* now = config_->Find(cfg.name);
+  if (found == services_.end() || now == nullptr || !now->SameQueries(cfg)) return nullptr;
+  return &found->second;
+}
 
 bool Scaler::FreshAt(const ScalerView& v, const ServiceConfig& cfg, absl::Time now) {
   return v.data_ok && now - v.decided_at <= cfg.policy.stale_after;

@@ -190,6 +190,9 @@ class Scaler {
   // returned (in config order, whichever thread ran them; "" logs nothing). The log sink is
   // called under log_mu_: polls and the backfill log from their own threads.
   void ForEachService(const std::function<std::string(const ServiceConfig&)>& fn);
+  // The service `cfg` (a config snapshot's entry) polled or rebuilt for, unless a reload has
+  // since removed it or changed its queries: what was read from other series is not its own.
+  Service* Current(const ServiceConfig& cfg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A decision GetMetrics may answer: made on fresh data, and not older than staleAfter.
   static bool FreshAt(const ScalerView& v, const ServiceConfig& cfg, absl::Time now);
   // Counts into *failures a query that gives no sample.

@@ -202,6 +202,13 @@ std::vector<std::pair<const char*, const std::string*>> ServiceConfig::DistinctQ
   return out;
 }
 
+bool ServiceConfig::SameQueries(const ServiceConfig& other) const {
+  const auto mine = Queries();
+  const auto theirs = other.Queries();
+  return std::equal(mine.begin(), mine.end(), theirs.begin(),
+                    [](const auto& a, const auto& b) { return *a.second == *b.second; });
+}
+
 const ServiceConfig* ScalerConfig::Find(const std::string& name) const {
   for (const ServiceConfig& s : services) {
     if (s.name == name) return &s;

@@ -46,6 +46,9 @@ struct ServiceConfig {
   }
   // The queries set, each once (under its first name): what the backfill asks the range API for.
   std::vector<std::pair<const char*, const std::string*>> DistinctQueries() const;
+  // Whether `other` reads the same series: every query, under each name, alike. What a service
+  // learned from its signals (its load history, batch, window) belongs to its queries.
+  bool SameQueries(const ServiceConfig& other) const;
 };
 
 struct ScalerConfig {

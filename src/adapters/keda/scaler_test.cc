@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -676,6 +677,7 @@ class HourlyJobSource final : public MetricSource {
     return 0;  // anything else (flat's queries)
   }
   absl::StatusOr<PromValue> Query(const std::string& promql, absl::Time at) override {
+    RunOnce();
     PromValue v;
     v.sampled = at;
     v.value = Value(promql, at);
@@ -684,6 +686,7 @@ class HourlyJobSource final : public MetricSource {
   absl::StatusOr<PromSeries> QueryRange(const std::string& promql, absl::Time start,
                                         absl::Duration step, int64_t count,
                                         const std::atomic<bool>* /*cancel*/) override {
+    RunOnce();
     std::lock_guard<std::mutex> l(mu);
     ranges.push_back({promql, start, step, count});
     if (promql == fail_range) return absl::UnavailableError("query_range: no store answered");
@@ -697,9 +700,19 @@ class HourlyJobSource final : public MetricSource {
     absl::Duration step;
     int64_t count;
   };
+  // Runs `once` (when set) before the next query, instant or range, is answered, then drops it.
+  void RunOnce() {
+    std::function<void()> fn;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      fn.swap(once);
+    }
+    if (fn) fn();
+  }
   std::mutex mu;
   std::vector<Range> ranges;
   std::string fail_range;
+  std::function<void()> once;
 };
 
 TEST(Scaler, ARestartedScalerRebuildsTheRecurringLoadFromPrometheus) {
@@ -925,6 +938,133 @@ TEST(Scaler, AReloadRebuildsTheHistoryOfAServiceAddedOrReshaped) {
   EXPECT_EQ(gone.reloaded, "chat removed");
   EXPECT_TRUE(gone.ranges.empty());
   EXPECT_EQ(gone.replicas, -1);
+}
+
+// A reload that changes what a service's queries read drops what it learned from the old series
+// (its load history, batch, scale-down window): it holds the replicas it finds, as a restarted
+// scaler does, and its history is rebuilt from the new series with the polls since replayed onto
+// it. From then on it decides as a replica started with the new config at the reload, poll for
+// poll. Scaler A starts at 12:20 on `from` and is reloaded with `to` at 12:22 (or, `when`, while
+// its start's rebuild or a poll reads the old queries); B starts on `to` then. The hourly job
+// comes at 12:30; the last poll is at 12:29:55.
+TEST(Scaler, AReloadThatChangesAServicesQueriesRelearnsFromTheNewSeries) {
+  const std::string job =
+      "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready}\n";
+  const std::string flat =
+      "  - {name: chat, queueQuery: flat-waiting, runningQuery: flat-running, readyQuery: "
+      "ready}\n";
+  const absl::Time hour =
+      absl::FromUnixSeconds(int64_t{1764700000} / 3600 * 3600) + absl::Hours(12);
+  enum class When { kBetweenPolls, kInStartRebuild, kInPoll };
+  struct Run {
+    std::string reloaded;
+    std::vector<std::string> log;
+    int replicas = 0;
+    std::string reason;
+    int compared = 0;                 // polls at which A and B both answered after A's rebuild
+    int differ = 0;                   // of those, the ones at which they did not answer alike
+    absl::Time decided_after_reload;  // A's decision time right after the reload
+  };
+  // A's reloaded services are rebuilt `rebuild_after` polls after the reload (never when < 0).
+  auto run = [&](const std::string& from, const std::string& to, int rebuild_after, When when,
+                 const std::string& prometheus_extra = "") {
+    Run out;
+    absl::StatusOr<ScalerConfig> before = ConfigWith(from, prometheus_extra);
+    absl::StatusOr<ScalerConfig> after = ConfigWith(to, prometheus_extra);
+    EXPECT_TRUE(before.ok() && after.ok());
+    if (!before.ok() || !after.ok()) return out;
+    SimulatedClock clock(hour + absl::Minutes(20));
+    HourlyJobSource prom;
+    Scaler a(*before, prom, clock, [&](const std::string& line) { out.log.push_back(line); });
+    std::unique_ptr<Scaler> b;
+    auto reload = [&] {
+      out.reloaded = a.Reload(*after).value_or("refused");
+      b = std::make_unique<Scaler>(*after, prom, clock);
+      b->PollOnce();  // its first poll comes before its history, as in a restart
+      if (after->backfill) b->Backfill();
+    };
+    a.PollOnce();
+    if (when == When::kInStartRebuild) prom.once = reload;
+    a.Backfill();
+    int polls = 0;
+    bool rebuilt = false;
+    while (clock.Now() < hour + absl::Minutes(29) + absl::Seconds(55)) {
+      clock.Advance(absl::Seconds(5));
+      const bool reloading = b == nullptr && clock.Now() == hour + absl::Minutes(22);
+      if (reloading && when == When::kInPoll) prom.once = reload;
+      a.PollOnce();
+      if (reloading && when == When::kBetweenPolls) reload();
+      if (reloading) out.decided_after_reload = a.View("chat")->decided_at;
+      if (b == nullptr) continue;
+      if (!reloading) b->PollOnce();
+      if (polls++ == rebuild_after) {
+        a.BackfillReloaded();
+        rebuilt = true;
+        continue;  // compared from the next poll
+      }
+      if (!rebuilt) continue;
+      ++out.compared;
+      const absl::StatusOr<ScalerView> va = a.View("chat");
+      const absl::StatusOr<ScalerView> vb = b->View("chat");
+      const bool alike = va.ok() && vb.ok() && va->replicas == vb->replicas &&
+                         va->reason == vb->reason && va->decided_at == vb->decided_at;
+      if (!alike && out.differ++ == 0) {
+        ADD_FAILURE() << "first difference at " << clock.Now() << ": A "
+                      << (va.ok() ? va->reason : "none") << ", B "
+                      << (vb.ok() ? vb->reason : "none");
+      }
+    }
+    out.replicas = a.View("chat")->replicas;
+    out.reason = a.View("chat")->reason;
+    return out;
+  };
+
+  // A flat queue, then the job's: rebuilt from the job's series, it meets the job ahead, and
+  // decides as B does, whether the rebuild comes before the next poll or after two.
+  for (int rebuild_after : {0, 2}) {
+    Run to_job = run(flat, job, rebuild_after, When::kBetweenPolls);
+    EXPECT_EQ(to_job.reloaded,
+              "chat changed its queries: what it learned is dropped, its history to be rebuilt "
+              "from the new queries");
+    EXPECT_THAT(to_job.reason, HasSubstr("recurring: 10.0 replicas busy within 2m of this time "
+                                         "in each of the last 3 periods of 1h"));
+    EXPECT_EQ(to_job.replicas, 14) << to_job.reason;
+    EXPECT_EQ(to_job.compared, 95 - rebuild_after);  // to 12:29:55
+    EXPECT_EQ(to_job.differ, 0);
+  }
+
+  // The job's queue, then a flat one: the job's history is dropped, not met ahead. Rebuilt, the
+  // new series show a day without a request: idle past idleTimeout, at zero. Not rebuilt, it holds
+  // the replica it found for the scale-down window.
+  Run to_flat = run(job, flat, 2, When::kBetweenPolls);
+  EXPECT_EQ(to_flat.replicas, 0) << to_flat.reason;
+  EXPECT_THAT(to_flat.reason, Not(HasSubstr("recurring")));
+  EXPECT_EQ(to_flat.differ, 0);
+  Run to_flat_unrebuilt = run(job, flat, -1, When::kBetweenPolls);
+  EXPECT_EQ(to_flat_unrebuilt.replicas, 1) << to_flat_unrebuilt.reason;
+  // Without backfill nothing is rebuilt: it learns from the reload on.
+  Run off = run(job, flat, -1, When::kBetweenPolls, ", backfill: false");
+  EXPECT_EQ(off.reloaded,
+            "chat changed its queries: what it learned is dropped, it learns from now");
+  EXPECT_EQ(off.replicas, 1) << off.reason;
+
+  // The start's rebuild, reading the flat queries when the reload comes, is let go; the one the
+  // reload asked for reads the job's.
+  Run in_rebuild = run(flat, job, 2, When::kInStartRebuild);
+  EXPECT_THAT(in_rebuild.log,
+              ::testing::Contains("chat: history from the queries before the reload let go"));
+  EXPECT_EQ(in_rebuild.replicas, 14) << in_rebuild.reason;
+  EXPECT_EQ(in_rebuild.compared, 116);  // from 12:20:15
+  EXPECT_EQ(in_rebuild.differ, 0);
+
+  // A poll whose flat queries were running when the reload came is let go: the decision shown is
+  // still the one before.
+  Run in_poll = run(flat, job, 2, When::kInPoll);
+  EXPECT_EQ(in_poll.decided_after_reload, hour + absl::Minutes(21) + absl::Seconds(55));
+  EXPECT_EQ(in_poll.replicas, 14) << in_poll.reason;
+  EXPECT_EQ(in_poll.differ, 0);
+  Run between = run(flat, job, 2, When::kBetweenPolls);
+  EXPECT_EQ(between.decided_after_reload, hour + absl::Minutes(22));
 }
 
 // Two replicas of the scaler behind one Service (KEDA's channel sends each call to either)
