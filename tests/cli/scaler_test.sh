@@ -161,8 +161,9 @@ PID=
 # The config as a ConfigMap volume holds it (the file linked through ..data, updated by swapping
 # that link), read again every second: a service's change is taken without a restart, an invalid
 # edit is refused and logged once while the last good config serves on, and a change to the
-# prometheus section is left for a restart. A service added has its history rebuilt, as at start
-# (here Prometheus is not there, so the attempt is logged as failed).
+# prometheus section is left for a restart. A service added has its history rebuilt, as at start,
+# and so has one whose query changed (here Prometheus is not there, so each attempt is logged as
+# failed).
 cm_config() {  # cm_config VERSION SERVICES [PROMETHEUS_URL]: a config in $WORK/cm/VERSION
   mkdir -p "$WORK/cm/$1"
   cat >"$WORK/cm/$1/scaler.yaml" <<YAML
@@ -177,6 +178,8 @@ cm_publish() { ln -sfn "$1" "$WORK/cm/..data_tmp" && mv -T "$WORK/cm/..data_tmp"
 cm_metrics() { curl -s "http://127.0.0.1:$MPORT/metrics" >"$WORK/metrics"; }
 cm_config v1 "  - {name: chat, server: vllm}"
 cm_config v2 "  - {name: chat, server: vllm, maxReplicas: 7}
+  - {name: code, server: vllm}"
+cm_config v2q "  - {name: chat, server: vllm, maxReplicas: 7, queueQuery: 'sum(gateway_waiting{model=\"chat\"})'}
   - {name: code, server: vllm}"
 cm_config v3 "  - {name: chat, server: vllm, maxReplicas: -1}"
 cm_config v4 "  - {name: chat, server: vllm}" http://127.0.0.1:10
@@ -196,6 +199,17 @@ cm_metrics
 check "  the new ceiling in force" grep -qx 'tessera_scaler_max_replicas{service="chat"} 7' "$WORK/metrics"
 check "  the added service polled" grep -qx 'tessera_scaler_max_replicas{service="code"} 100' "$WORK/metrics"
 check "  counted" grep -qx 'tessera_scaler_config_reloads_total{outcome="applied"} 1' "$WORK/metrics"
+# A changed query: what chat learned from the old series is dropped and rebuilt from the new.
+cm_publish v2q
+wait_log "reloaded: chat changed its queries"
+check "a changed query: what the service learned is dropped, its history rebuilt from the new one" \
+  grep -qE "^[0-9T:-]+Z config $WORK/cm/scaler.yaml reloaded: chat changed its queries: what it learned is dropped, its history to be rebuilt from the new queries$" "$WORK/log"
+chat_rebuilds() { grep -c "Z chat: history not rebuilt (.*query_range.*); it builds up from now" "$WORK/log"; }
+for _ in $(seq 100); do
+  test "$(chat_rebuilds)" -ge 2 && break
+  sleep 0.1
+done
+check "  its rebuild attempted again, as at start (no Prometheus)" test "$(chat_rebuilds)" = 2
 cm_publish v3
 wait_log "is not taken"
 sleep 2.5  # read twice more
