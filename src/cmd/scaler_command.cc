@@ -190,7 +190,9 @@ int Check(const std::string& file, const adapters::ScalerConfig& config,
             absl::StrAppend(&history, "; the others answer");
           }
         }
-        absl::StrAppend(&history, " (the scaler serves, but rebuilds no history on start)");
+        absl::StrAppend(&history,
+                        " (the scaler serves, and rebuilds no history until they answer: it tries "
+                        "again, every 5m at most)");
       } else {
         history = absl::StrFormat(
             "range queries answer (the last %s in %d steps; with a sample: %s); %s rebuilt on "

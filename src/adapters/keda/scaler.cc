@@ -30,6 +30,7 @@ Scaler::Scaler(ScalerConfig config, MetricSource& source, const Clock& clock, Lo
     Service& svc = services_[s.name];
     svc.shown.view.reason = "no poll yet";
     if (config_->backfill) svc.pending.emplace();
+    svc.shown.rebuild_due = config_->backfill;
   }
 }
 
@@ -53,9 +54,10 @@ absl::StatusOr<std::string> Scaler::Reload(ScalerConfig next) {
       Service& svc = services_[s.name];
       svc.shown.view.reason = "no poll yet (added by a config reload)";
       if (fresh->backfill) svc.pending.emplace();
+      svc.shown.rebuild_due = fresh->backfill;
       changes.push_back(absl::StrCat(s.name, " added"));
       if (fresh->backfill) {
-        to_rebuild_[s.name] = Rebuild::kWhole;
+        to_rebuild_[s.name] = Due{};
         absl::StrAppend(&changes.back(), ", its history to be rebuilt");
       }
     } else if (!was->SameQueries(s)) {
@@ -67,9 +69,10 @@ absl::StatusOr<std::string> Scaler::Reload(ScalerConfig next) {
       svc.state = autoscale::AutoscaleState();
       svc.pending.reset();
       if (fresh->backfill) svc.pending.emplace();
+      svc.shown.rebuild_due = fresh->backfill;
       changes.push_back(absl::StrCat(s.name, " changed its queries: what it learned is dropped"));
       if (fresh->backfill) {
-        to_rebuild_[s.name] = Rebuild::kWhole;
+        to_rebuild_[s.name] = Due{};  // at once, whole, its failures (if any) forgotten
         absl::StrAppend(&changes.back(), ", its history to be rebuilt from the new queries");
       } else {
         absl::StrAppend(&changes.back(), ", it learns from now");
@@ -80,7 +83,11 @@ absl::StatusOr<std::string> Scaler::Reload(ScalerConfig next) {
       // that reads further back reaches minutes before what the service kept.
       if (autoscale::SeasonalReach(s.policy) > autoscale::SeasonalReach(was->policy)) {
         if (fresh->backfill) {
-          to_rebuild_.emplace(s.name, Rebuild::kLoadOnly);  // one added and pending stays whole
+          // One pending (added, or tried again) stays as it is: whole covers this.
+          Due load_only;
+          load_only.what = Rebuild::kLoadOnly;
+          to_rebuild_.emplace(s.name, load_only);
+          services_[s.name].shown.rebuild_due = true;
           absl::StrAppend(&changes.back(), ", its load history kept, further back to be rebuilt");
         } else {
           absl::StrAppend(&changes.back(), ", its load history kept, further back fills from now");
@@ -238,15 +245,21 @@ std::string Scaler::PollService(const ServiceConfig& cfg, absl::Time at) {
 void Scaler::Backfill(const std::atomic<bool>* stop) {
   // The step is a server setting, which a reload leaves as it is.
   const absl::Duration step = config()->BackfillStep();
-  ForEachService(
-      [&](const ServiceConfig& cfg) { return BackfillService(cfg, step, stop, Rebuild::kWhole); });
+  ForEachService([&](const ServiceConfig& cfg) { return BackfillService(cfg, step, stop, Due{}); });
 }
 
 void Scaler::BackfillReloaded(const std::atomic<bool>* stop) {
-  std::map<std::string, Rebuild> todo;
+  std::map<std::string, Due> todo;  // those due now; the others wait for their time
   {
     MutexLock lock(&mu_);
-    todo.swap(to_rebuild_);
+    const absl::Time now = clock_.Now();
+    for (auto it = to_rebuild_.begin(); it != to_rebuild_.end();) {
+      if (it->second.not_before <= now) {
+        todo.insert(to_rebuild_.extract(it++));
+      } else {
+        ++it;
+      }
+    }
   }
   if (todo.empty()) return;
   const absl::Duration step = config()->BackfillStep();
@@ -256,8 +269,40 @@ void Scaler::BackfillReloaded(const std::atomic<bool>* stop) {
   });
 }
 
+std::string Scaler::RetryRebuild(const ServiceConfig& cfg, Service& svc, const Due& due,
+                                 absl::string_view why) {
+  const absl::Time now = clock_.Now();
+  Due next = due;
+  if (++next.failures == 1) next.first_failed = now;
+  if (now - next.first_failed >= autoscale::HistoryToRebuild(cfg.policy)) {
+    svc.pending.reset();
+    svc.shown.rebuild_due = false;
+    return absl::StrCat(
+        cfg.name, ": history not rebuilt (", why, "); failing for ",
+        absl::FormatDuration(absl::Trunc(now - next.first_failed, absl::Minutes(1))),
+        ", as long as the history it would bring, which its polls since hold: not "
+        "tried again");
+  }
+  absl::Duration wait = kFirstRetry;
+  for (int i = 1; i < next.failures && wait < kRetryCap; ++i) wait *= 2;
+  wait = std::min(wait, kRetryCap);
+  next.not_before = now + wait;
+  // Logged when the reason changes, else at the 1st, 2nd, 4th, 8th... failure.
+  const bool log = why != due.logged || (next.failures & (next.failures - 1)) == 0;
+  next.logged = std::string(why);
+  // A reload that asked for a rebuild meanwhile keeps its own (at once); whole if either is.
+  auto [queued, fresh] = to_rebuild_.emplace(cfg.name, next);
+  if (!fresh && next.what == Rebuild::kWhole) queued->second.what = Rebuild::kWhole;
+  if (!log) return "";
+  return absl::StrFormat(
+      "%s: history not rebuilt (%s); tried again in %s (failed %d time%s), meanwhile it builds "
+      "up from its polls",
+      cfg.name, why, absl::FormatDuration(wait), next.failures, next.failures == 1 ? "" : "s");
+}
+
 std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration step,
-                                    const std::atomic<bool>* stop, Rebuild what) {
+                                    const std::atomic<bool>* stop, const Due& due) {
+  const Rebuild what = due.what;
   // Steps up to the one before now, at the instants the live polls decide for (when the step is
   // the poll interval): the live polls take it from there, and a replica started later replays
   // what one running since saw.
@@ -275,8 +320,7 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
     MutexLock lock(&mu_);
     Service* const svc = Current(cfg);
     if (svc == nullptr) return superseded();
-    svc->pending.reset();  // nothing to replay the polls onto
-    return absl::StrCat(cfg.name, ": history not rebuilt (", why, "); it builds up from now");
+    return RetryRebuild(cfg, *svc, due, why);
   };
   // A chunk of steps at a time, each query's answer replayed and let go (a month at 5 s
   // steps would otherwise hold millions of points per query).
@@ -344,6 +388,7 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
       autoscale::MergeLoadHistory(cfg.policy, past, svc.state);
     }
     svc.pending.reset();
+    svc.shown.rebuild_due = false;
   }
   std::string rebuilt = absl::StrFormat(
       "%s: %s rebuilt from Prometheus: %s from %s at %s steps, %.1f%% of them with the service's "
@@ -352,6 +397,10 @@ std::string Scaler::BackfillService(const ServiceConfig& cfg, absl::Duration ste
       absl::FormatDuration(count * step),
       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", first, absl::UTCTimeZone()),
       absl::FormatDuration(step), count > 0 ? 100.0 * with_data / count : 0.0);
+  if (due.failures > 0) {
+    absl::StrAppend(&rebuilt, " (after ", due.failures, " failed tr",
+                    due.failures == 1 ? "y" : "ies", ")");
+  }
   if (what == Rebuild::kLoadOnly) return rebuilt;
   return absl::StrFormat(
       "%s; batch %s; scale-down window, idle clock and demand trend %s", rebuilt,
@@ -469,11 +518,12 @@ std::string Scaler::StatusText() const {
       absl::StrAppend(&out, any ? ", " : " ", signal, " ", absl::StrFormat("%.4g", sample->value));
       any = true;
     }
-    absl::StrAppend(&out, any ? "" : " none read",
-                    absl::StrFormat("\n  polls %d, %d of them without fresh data, %d query "
-                                    "failures; load history %d minutes\n",
-                                    svc.polls, svc.polls_without_data, svc.query_failures,
-                                    svc.history_minutes));
+    absl::StrAppend(
+        &out, any ? "" : " none read",
+        absl::StrFormat("\n  polls %d, %d of them without fresh data, %d query "
+                        "failures; load history %d minutes%s\n",
+                        svc.polls, svc.polls_without_data, svc.query_failures, svc.history_minutes,
+                        svc.rebuild_due ? " (to be rebuilt from Prometheus)" : ""));
   }
   return out;
 }
@@ -521,6 +571,12 @@ std::string Scaler::MetricsText() const {
               "after a start, rebuilt from Prometheus); it acts once it holds seasonalRepeats "
               "periods.",
               [](const ServiceConfig&, const Shown& s) { return s.history_minutes; });
+  per_service("tessera_scaler_history_rebuild_due", "gauge",
+              "1 while the service's history is to be rebuilt from Prometheus (at start, after a "
+              "reload that added it, changed its queries or lengthened its seasonal reach, and "
+              "while a failed rebuild is tried again); 0 once rebuilt or given up, or with "
+              "backfill off.",
+              [](const ServiceConfig&, const Shown& s) { return s.rebuild_due ? 1 : 0; });
   per_service("tessera_scaler_polls_total", "counter", "Polls of the service's queries.",
               [](const ServiceConfig&, const Shown& s) { return s.polls; });
   per_service("tessera_scaler_polls_without_data_total", "counter",

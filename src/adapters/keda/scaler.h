@@ -156,6 +156,10 @@ class Scaler {
     int64_t polls_without_data = 0;  // decided without fresh data (held)
     int64_t query_failures = 0;      // a query failed or found no series where one is needed
     int64_t history_minutes = 0;     // load history the policy's state holds (set when copied)
+    // Its history is to be rebuilt from Prometheus: at start, after a reload that added it,
+    // changed its queries or lengthened its seasonal reach, and while a failed rebuild is tried
+    // again. False once rebuilt, given up, or with backfill off.
+    bool rebuild_due = false;
   };
   struct Service {
     autoscale::AutoscaleState state;
@@ -171,6 +175,18 @@ class Scaler {
   // autoscale::MergeHistory carries (at start, a service added), or only the per-minute load
   // (autoscale::MergeLoadHistory: a service whose knobs reshaped it while it served).
   enum class Rebuild { kLoadOnly, kWhole };
+  // A rebuild to come (BackfillReloaded takes those due): what, not before when, and for one
+  // tried again after failing, how often and since when it failed, and the reason last logged.
+  struct Due {
+    Rebuild what = Rebuild::kWhole;
+    absl::Time not_before = absl::InfinitePast();
+    int failures = 0;
+    absl::Time first_failed = absl::InfinitePast();
+    std::string logged;
+  };
+  // A failed try waits this long, doubled after each further failure, up to kRetryCap.
+  static constexpr absl::Duration kFirstRetry = absl::Seconds(10);
+  static constexpr absl::Duration kRetryCap = absl::Minutes(5);
   // What MetricsText and StatusText show, copied under the lock so that formatting holds none.
   struct Snapshot {
     std::shared_ptr<const ScalerConfig> config;  // the one `services` belongs to
@@ -185,7 +201,12 @@ class Scaler {
   std::string PollService(const ServiceConfig& cfg, absl::Time at);
   // One service's backfill; its log line ("" when stopped).
   std::string BackfillService(const ServiceConfig& cfg, absl::Duration step,
-                              const std::atomic<bool>* stop, Rebuild what);
+                              const std::atomic<bool>* stop, const Due& due);
+  // After a failed rebuild of `svc`: queues it again after a backoff, keeping its polls to replay
+  // (or gives up once it has failed for as long as the history it would bring, which the polls
+  // since then hold). Its log line ("" when this failure is not logged).
+  std::string RetryRebuild(const ServiceConfig& cfg, Service& svc, const Due& due,
+                           absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `fn` for every service, config().poll_concurrency at once, then logs the lines it
   // returned (in config order, whichever thread ran them; "" logs nothing). The log sink is
   // called under log_mu_: polls and the backfill log from their own threads.
@@ -206,8 +227,8 @@ class Scaler {
   mutable Mutex mu_;
   std::shared_ptr<const ScalerConfig> config_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Service> services_ ABSL_GUARDED_BY(mu_);
-  // Left by Reload for BackfillReloaded.
-  std::map<std::string, Rebuild> to_rebuild_ ABSL_GUARDED_BY(mu_);
+  // Left by Reload, and by failed rebuilds to try again, for BackfillReloaded.
+  std::map<std::string, Due> to_rebuild_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> config_reloads_ ABSL_GUARDED_BY(mu_);  // by outcome
   bool config_current_ ABSL_GUARDED_BY(mu_) = true;
   std::map<std::pair<std::string, std::string>, int64_t> rpcs_ ABSL_GUARDED_BY(mu_);

@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -213,8 +214,9 @@ TEST(Scaler, StatusSaysWhatEachServiceDecidedAndWhy) {
   EXPECT_THAT(
       fresh,
       HasSubstr("\n  signals: waiting 40, running 16, ready 1, starting 0, utilization 0\n"));
+  // Its history not rebuilt (the test does not run the backfill): said so.
   EXPECT_THAT(fresh, HasSubstr("\n  polls 1, 0 of them without fresh data, 0 query failures; "
-                               "load history 1 minutes\n"));
+                               "load history 1 minutes (to be rebuilt from Prometheus)\n"));
 
   // Prometheus gone: the decision held, KEDA's fallback named, the failure in the reason.
   prom.down = true;
@@ -796,7 +798,8 @@ TEST(Scaler, ARestartedScalerRebuildsTheRecurringLoadFromPrometheus) {
     EXPECT_THAT(text, HasSubstr("\ntessera_scaler_load_history_minutes{service=\"chat\"} 3\n"));
     if (fail == "running") {
       EXPECT_THAT(lines, ::testing::Contains("chat: history not rebuilt (running: query_range: no "
-                                             "store answered); it builds up from now"));
+                                             "store answered); tried again in 10s (failed 1 "
+                                             "time), meanwhile it builds up from its polls"));
     }
   }
   ScriptedSource plain(clock);
@@ -806,6 +809,103 @@ TEST(Scaler, ARestartedScalerRebuildsTheRecurringLoadFromPrometheus) {
   EXPECT_THAT(lines, ::testing::ElementsAre(HasSubstr("chat: history not rebuilt (ready: the "
                                                       "metric source keeps no history)"),
                                             HasSubstr("flat: history not rebuilt")));
+}
+
+// A rebuild that fails (Prometheus restarting with the scaler, a store not answering range
+// queries) is tried again after 10 s, 20 s, 40 s... up to 5 minutes, the polls since the start kept
+// meanwhile: once Prometheus answers, the history is rebuilt and the polls replayed onto it, and
+// the scaler decides as one whose rebuild never failed. Logged at the first, second, fourth...
+// failure and when the reason changes; given up once it has failed for as long as the history it
+// would bring (the polls since hold it by then).
+TEST(Scaler, AFailedRebuildIsTriedAgainUntilPrometheusAnswers) {
+  absl::StatusOr<ScalerConfig> config = ConfigWith(
+      "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready}\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const absl::Time started = absl::FromUnixSeconds(int64_t{1764700000} / 3600 * 3600) +
+                             absl::Hours(12) + absl::Minutes(27);
+  SimulatedClock clock(started);
+  HourlyJobSource failing;  // range queries for `running` fail until 12:28
+  failing.fail_range = "running";
+  HourlyJobSource healthy;
+  std::vector<std::string> log;
+  Scaler a(*config, failing, clock, [&](const std::string& line) { log.push_back(line); });
+  Scaler b(*config, healthy, clock);
+  auto due = [](const Scaler& s) {
+    return absl::StrContains(s.MetricsText(),
+                             "\ntessera_scaler_history_rebuild_due{service=\"chat\"} 1\n");
+  };
+  a.PollOnce();
+  b.PollOnce();
+  a.Backfill();
+  b.Backfill();
+  EXPECT_TRUE(due(a));
+  EXPECT_FALSE(due(b));
+  int compared = 0;
+  int differ = 0;
+  while (clock.Now() < started + absl::Minutes(2) + absl::Seconds(55)) {  // to 12:29:55
+    clock.Advance(absl::Seconds(5));
+    if (clock.Now() == started + absl::Minutes(1)) {
+      std::lock_guard<std::mutex> l(failing.mu);
+      failing.fail_range.clear();
+    }
+    const bool rebuilt = !due(a);  // before this poll
+    a.PollOnce();
+    b.PollOnce();
+    a.BackfillReloaded();  // as the serving loop does, every 100 ms
+    if (!rebuilt) continue;
+    ++compared;
+    differ += a.View("chat")->reason == b.View("chat")->reason &&
+                      a.View("chat")->replicas == b.View("chat")->replicas
+                  ? 0
+                  : 1;
+  }
+  // Failed at 12:27:00, :10, :30 (not logged: the same reason, the third time) and rebuilt at
+  // 12:28:10, 70 s after the start, with the 14 polls before replayed.
+  const std::string failed = "chat: history not rebuilt (running: query_range: no store answered)";
+  EXPECT_THAT(log, ::testing::Contains(absl::StrCat(
+                       failed,
+                       "; tried again in 10s (failed 1 time), meanwhile it builds up from "
+                       "its polls")));
+  EXPECT_THAT(log, ::testing::Contains(
+                       absl::StrCat(failed,
+                                    "; tried again in 20s (failed 2 times), meanwhile it builds up "
+                                    "from its polls")));
+  EXPECT_EQ(std::count_if(log.begin(), log.end(),
+                          [&](const std::string& l) { return absl::StartsWith(l, failed); }),
+            2);
+  EXPECT_THAT(log, ::testing::Contains(
+                       ::testing::AllOf(HasSubstr("chat: history rebuilt from Prometheus: 72h3m"),
+                                        HasSubstr("(after 3 failed tries); batch 20 requests"))));
+  EXPECT_EQ(compared, 21);  // 12:28:15 to 12:29:55
+  EXPECT_EQ(differ, 0);
+  EXPECT_THAT(a.View("chat")->reason, HasSubstr("recurring: 10.0 replicas busy"));
+  EXPECT_EQ(a.View("chat")->replicas, 14);
+
+  // A store that never answers: tried every 5 minutes at most, and given up once it has failed for
+  // as long as the history (72 h 3 min: three daily periods and the lead), which the polls since
+  // then hold; nothing is asked after that.
+  HourlyJobSource never;
+  never.fail_range = "running";
+  SimulatedClock day(started);
+  std::vector<std::string> lines;
+  Scaler c(*config, never, day, [&](const std::string& line) { lines.push_back(line); });
+  c.PollOnce();
+  c.Backfill();
+  int tries = 1;
+  int tried_after_72h = 0;
+  for (int i = 0; i < 24 * 12 * 4; ++i) {  // four days of 5-minute steps
+    day.Advance(absl::Minutes(5));
+    const size_t asked = never.ranges.size();
+    c.BackfillReloaded();
+    const bool tried = never.ranges.size() > asked;
+    tries += tried ? 1 : 0;
+    tried_after_72h += tried && day.Now() - started > absl::Hours(72) + absl::Minutes(10) ? 1 : 0;
+  }
+  EXPECT_FALSE(due(c));
+  EXPECT_THAT(lines.back(), HasSubstr("; failing for 72h5m, as long as the history it would "
+                                      "bring, which its polls since hold: not tried again"));
+  EXPECT_EQ(tried_after_72h, 0);
+  EXPECT_GT(tries, 800);  // every 5 minutes once the backoff reaches its cap
 }
 
 // A config reload that adds a service, or changes a service's knobs so that the seasonal rule
