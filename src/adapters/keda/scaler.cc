@@ -51,28 +51,17 @@ absl::StatusOr<std::string> Scaler::Reload(ScalerConfig next) {
   for (const ServiceConfig& s : fresh->services) {
     const ServiceConfig* was = config_->Find(s.name);
     if (was == nullptr) {
-      Service& svc = services_[s.name];
-      svc.shown.view.reason = "no poll yet (added by a config reload)";
-      if (fresh->backfill) svc.pending.emplace();
-      svc.shown.rebuild_due = fresh->backfill;
+      LearnAfresh(s.name, fresh->backfill).shown.view.reason =
+          "no poll yet (added by a config reload)";
       changes.push_back(absl::StrCat(s.name, " added"));
-      if (fresh->backfill) {
-        to_rebuild_[s.name] = Due{};
-        absl::StrAppend(&changes.back(), ", its history to be rebuilt");
-      }
+      if (fresh->backfill) absl::StrAppend(&changes.back(), ", its history to be rebuilt");
     } else if (!was->SameQueries(s)) {
       // What it learned (load history, batch, scale-down window, idle clock) came from other
       // series: it starts afresh, as a scaler started with this config does (holding the
-      // replicas it finds for one scale-down window), and its history is rebuilt from the new
-      // series, the polls since replayed onto it.
-      Service& svc = services_[s.name];
-      svc.state = autoscale::AutoscaleState();
-      svc.pending.reset();
-      if (fresh->backfill) svc.pending.emplace();
-      svc.shown.rebuild_due = fresh->backfill;
+      // replicas it finds for one scale-down window).
+      LearnAfresh(s.name, fresh->backfill);
       changes.push_back(absl::StrCat(s.name, " changed its queries: what it learned is dropped"));
       if (fresh->backfill) {
-        to_rebuild_[s.name] = Due{};  // at once, whole, its failures (if any) forgotten
         absl::StrAppend(&changes.back(), ", its history to be rebuilt from the new queries");
       } else {
         absl::StrAppend(&changes.back(), ", it learns from now");
@@ -104,6 +93,18 @@ absl::StatusOr<std::string> Scaler::Reload(ScalerConfig next) {
   }
   config_ = std::move(fresh);
   return absl::StrJoin(changes, "; ");
+}
+
+Scaler::Service& Scaler::LearnAfresh(const std::string& name, bool backfill) {
+  Service& svc = services_[name];
+  svc.state = autoscale::AutoscaleState();
+  svc.pending.reset();
+  svc.shown.rebuild_due = backfill;
+  if (backfill) {
+    svc.pending.emplace();
+    to_rebuild_[name] = Due{};  // at once, whole, the failures of one queued before forgotten
+  }
+  return svc;
 }
 
 void Scaler::CountConfigReload(const std::string& result, bool current) {

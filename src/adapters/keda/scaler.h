@@ -211,6 +211,9 @@ class Scaler {
   // returned (in config order, whichever thread ran them; "" logs nothing). The log sink is
   // called under log_mu_: polls and the backfill log from their own threads.
   void ForEachService(const std::function<std::string(const ServiceConfig&)>& fn);
+  // A service (added by a reload, or whose queries it changed) with nothing learned yet: with
+  // backfill, its polls kept from now and its history's rebuild queued, to replay them onto.
+  Service& LearnAfresh(const std::string& name, bool backfill) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The service `cfg` (a config snapshot's entry) polled or rebuilt for, unless a reload has
   // since removed it or changed its queries: what was read from other series is not its own.
   Service* Current(const ServiceConfig& cfg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

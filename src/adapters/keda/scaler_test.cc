@@ -719,6 +719,14 @@ class HourlyJobSource final : public MetricSource {
   std::function<void()> once;
 };
 
+// Whether two scalers give `service` the same decision: count, reason and the instant decided for.
+bool AnswerAlike(const Scaler& a, const Scaler& b, const std::string& service) {
+  const absl::StatusOr<ScalerView> va = a.View(service);
+  const absl::StatusOr<ScalerView> vb = b.View(service);
+  return va.ok() && vb.ok() && va->replicas == vb->replicas && va->reason == vb->reason &&
+         va->decided_at == vb->decided_at;
+}
+
 TEST(Scaler, ARestartedScalerRebuildsTheRecurringLoadFromPrometheus) {
   absl::StatusOr<ScalerConfig> config = ConfigWith(
       "  - {name: chat, queueQuery: waiting, runningQuery: running, readyQuery: ready}\n"
@@ -854,10 +862,7 @@ TEST(Scaler, AFailedRebuildIsTriedAgainUntilPrometheusAnswers) {
     a.BackfillReloaded();  // as the serving loop does, every 100 ms
     if (!rebuilt) continue;
     ++compared;
-    differ += a.View("chat")->reason == b.View("chat")->reason &&
-                      a.View("chat")->replicas == b.View("chat")->replicas
-                  ? 0
-                  : 1;
+    differ += AnswerAlike(a, b, "chat") ? 0 : 1;
   }
   // Failed at 12:27:00, :10, :30 (not logged: the same reason, the third time) and rebuilt at
   // 12:28:10, 70 s after the start, with the 14 polls before replayed.
@@ -1106,14 +1111,10 @@ TEST(Scaler, AReloadThatChangesAServicesQueriesRelearnsFromTheNewSeries) {
       }
       if (!rebuilt) continue;
       ++out.compared;
-      const absl::StatusOr<ScalerView> va = a.View("chat");
-      const absl::StatusOr<ScalerView> vb = b->View("chat");
-      const bool alike = va.ok() && vb.ok() && va->replicas == vb->replicas &&
-                         va->reason == vb->reason && va->decided_at == vb->decided_at;
-      if (!alike && out.differ++ == 0) {
+      if (!AnswerAlike(a, *b, "chat") && out.differ++ == 0) {
         ADD_FAILURE() << "first difference at " << clock.Now() << ": A "
-                      << (va.ok() ? va->reason : "none") << ", B "
-                      << (vb.ok() ? vb->reason : "none");
+                      << a.View("chat").value_or(ScalerView{}).reason << ", B "
+                      << b->View("chat").value_or(ScalerView{}).reason;
       }
     }
     out.replicas = a.View("chat")->replicas;
